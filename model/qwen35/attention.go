@@ -1,0 +1,108 @@
+package qwen35
+
+import (
+	"math"
+
+	rt "github.com/govllm/govllm/runtime"
+)
+
+// Attention is Qwen3.5's gated full attention: q_proj yields per head a
+// query and an output gate; q and k get an RMSNorm (1 + w) and NeoX rotary
+// embedding on their first RotaryDim channels; the attention output is
+// multiplied by sigmoid(gate) before o_proj.
+type Attention struct {
+	QProj, KProj, VProj, OProj *rt.Tensor // [Hq·2D, H], [Hkv·D, H], [Hkv·D, H], [H, Hq·D]
+	QNorm, KNorm               *rt.Tensor // [D], f32
+}
+
+func bindAttention(b *binder, prefix string, c *Config) *Attention {
+	h, d := c.HiddenSize, c.HeadDim
+	return &Attention{
+		QProj: b.matrix(prefix+"q_proj.weight", c.NumHeads*2*d, h),
+		KProj: b.matrix(prefix+"k_proj.weight", c.NumKVHeads*d, h),
+		VProj: b.matrix(prefix+"v_proj.weight", c.NumKVHeads*d, h),
+		OProj: b.matrix(prefix+"o_proj.weight", h, c.NumHeads*d),
+		QNorm: b.f32(prefix+"q_norm.weight", d),
+		KNorm: b.f32(prefix+"k_norm.weight", d),
+	}
+}
+
+// kvCache holds one attention layer's keys and values, [capacity, Hkv, D].
+type kvCache struct{ k, v *rt.Tensor }
+
+// reserve grows the cache to hold n rows, keeping what it has.
+func (c *kvCache) reserve(n, heads, dim int) {
+	if c.k != nil && c.k.Dim(0) >= n {
+		return
+	}
+	capacity := max(n, 64)
+	if c.k != nil {
+		capacity = max(capacity, 2*c.k.Dim(0))
+	}
+	k, v := rt.New(rt.F32, capacity, heads, dim), rt.New(rt.F32, capacity, heads, dim)
+	if c.k != nil {
+		copy(k.F32(), c.k.F32())
+		copy(v.F32(), c.v.F32())
+	}
+	c.k, c.v = k, v
+}
+
+func (a *Attention) forward(be *rt.Backend, c *Config, out, x *rt.Tensor, kv *kvCache, positions []int32, fused bool) error {
+	t, d, hq, hkv := x.Dim(0), c.HeadDim, c.NumHeads, c.NumKVHeads
+	start := int(positions[0])
+	qg := rt.New(rt.F32, t, hq, 2*d)
+	k := rt.New(rt.F32, t, hkv, d)
+	v := rt.New(rt.F32, t, hkv, d)
+	if err := be.MatMul(qg.MustReshape(t, hq*2*d), x, a.QProj); err != nil {
+		return err
+	}
+	if err := be.MatMul(k.MustReshape(t, hkv*d), x, a.KProj); err != nil {
+		return err
+	}
+	if err := be.MatMul(v.MustReshape(t, hkv*d), x, a.VProj); err != nil {
+		return err
+	}
+	q, gate := rt.New(rt.F32, t, hq, d), rt.New(rt.F32, t, hq, d)
+	if fused {
+		p := rt.PreambleParams{RotaryDim: c.RotaryDim, Theta: c.RopeTheta, Eps: c.RMSNormEps}
+		if err := be.AttnPreamble(q, gate, qg, k, a.QNorm, a.KNorm, positions, p); err != nil {
+			return err
+		}
+	} else if err := a.composite(be, c, q, gate, qg, k, positions); err != nil {
+		return err
+	}
+	kv.reserve(start+t, hkv, d)
+	if err := be.KVWrite(kv.k, k, start); err != nil {
+		return err
+	}
+	if err := be.KVWrite(kv.v, v, start); err != nil {
+		return err
+	}
+	keys, _ := kv.k.Slice(0, 0, start+t)
+	values, _ := kv.v.Slice(0, 0, start+t)
+	o := rt.New(rt.F32, t, hq, d)
+	if err := be.Attention(o, q, keys, values, start, float32(1/math.Sqrt(float64(d)))); err != nil {
+		return err
+	}
+	if err := be.SigmoidMul(o, o, gate); err != nil {
+		return err
+	}
+	return be.MatMul(out, o.MustReshape(t, hq*d), a.OProj)
+}
+
+// composite is the unfused preamble: the chain AttnPreamble replaces.
+func (a *Attention) composite(be *rt.Backend, c *Config, q, gate, qg, k *rt.Tensor, positions []int32) error {
+	if err := be.SplitQueryGate(q, gate, qg); err != nil {
+		return err
+	}
+	if err := be.RMSNormOffset(q, q, a.QNorm, c.RMSNormEps); err != nil {
+		return err
+	}
+	if err := be.RMSNormOffset(k, k, a.KNorm, c.RMSNormEps); err != nil {
+		return err
+	}
+	if err := be.RoPENeoX(q, positions, c.RotaryDim, c.RopeTheta); err != nil {
+		return err
+	}
+	return be.RoPENeoX(k, positions, c.RotaryDim, c.RopeTheta)
+}

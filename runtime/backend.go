@@ -1,0 +1,544 @@
+package runtime
+
+import "fmt"
+
+// Backend runs ops on one device through a registry. Each method validates
+// its operands, then calls the selected kernel; every error is an *OpError.
+type Backend struct {
+	reg *Registry
+	dev Device
+}
+
+// NewBackend binds a registry to a device.
+func NewBackend(reg *Registry, dev Device) *Backend { return &Backend{reg: reg, dev: dev} }
+
+// Device is the device the backend runs on.
+func (b *Backend) Device() Device { return b.dev }
+
+// Registry is the registry the backend dispatches through.
+func (b *Backend) Registry() *Registry { return b.reg }
+
+// Check verifies that the backend covers every requirement of paths.
+func (b *Backend) Check(paths []Path) error { return b.reg.Check(b.dev, paths) }
+
+// check accumulates the first validation failure of an op call.
+type check struct{ err error }
+
+func (c *check) failf(cause error, format string, args ...any) {
+	if c.err == nil {
+		c.err = fmt.Errorf("%w: %s", cause, fmt.Sprintf(format, args...))
+	}
+}
+
+func (c *check) that(ok bool, format string, args ...any) {
+	if !ok {
+		c.failf(ErrShape, format, args...)
+	}
+}
+
+func (c *check) dtype(name string, t *Tensor, want ...DType) {
+	for _, w := range want {
+		if t.dtype == w {
+			return
+		}
+	}
+	c.failf(ErrDType, "%s is %v, want %v", name, t.dtype, want)
+}
+
+func (c *check) rank(name string, t *Tensor, r int) {
+	if t.Rank() != r {
+		c.failf(ErrShape, "%s has rank %d, want %d", name, t.Rank(), r)
+	}
+}
+
+func (c *check) contiguous(name string, t *Tensor) {
+	if !t.IsContiguous() {
+		c.failf(ErrContiguity, "%s must be contiguous (strides %v)", name, t.strides)
+	}
+}
+
+func (c *check) rows(name string, t *Tensor) {
+	if !t.RowsContiguous() {
+		c.failf(ErrContiguity, "%s must have a dense last dimension (strides %v)", name, t.strides)
+	}
+}
+
+func (c *check) sameShape(an string, a *Tensor, bn string, b *Tensor) {
+	if !sameInts(a.shape, b.shape) {
+		c.failf(ErrShape, "%s %v and %s %v differ", an, a.shape, bn, b.shape)
+	}
+}
+
+func (c *check) f32(names string, ts ...*Tensor) {
+	for _, t := range ts {
+		if t.dtype != F32 {
+			c.failf(ErrDType, "%s must be f32, got %v", names, t.dtype)
+			return
+		}
+	}
+}
+
+func sameInts(a, b []int) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i] != b[i] {
+			return false
+		}
+	}
+	return true
+}
+
+func (b *Backend) opErr(op OpID, err error, ts []*Tensor) error {
+	e := &OpError{Op: op, Device: b.dev, Err: err}
+	for _, t := range ts {
+		if t != nil {
+			e.DTypes = append(e.DTypes, t.dtype)
+			e.Shapes = append(e.Shapes, clone(t.shape))
+		}
+	}
+	return e
+}
+
+// run validates ts with c, looks up the kernel of (d, dt) and hands it to call.
+func run[K any](b *Backend, d Def[K], dt DType, c *check, ts []*Tensor, call func(K)) error {
+	for _, t := range ts {
+		if t == nil {
+			return b.opErr(d.ID, fmt.Errorf("%w: nil tensor operand", ErrShape), ts)
+		}
+	}
+	if c.err != nil {
+		return b.opErr(d.ID, c.err, ts)
+	}
+	k, _, ok := Lookup(b.reg, d, b.dev, dt)
+	if !ok {
+		return b.opErr(d.ID, fmt.Errorf("%w for %s on %s[%s]", ErrNoKernel, d.ID, b.dev, dt), ts)
+	}
+	call(k)
+	return nil
+}
+
+func nonNil(ts ...*Tensor) bool {
+	for _, t := range ts {
+		if t == nil {
+			return false
+		}
+	}
+	return true
+}
+
+// Embedding gathers rows ids of table [V, H] into dst [len(ids), H].
+func (b *Backend) Embedding(dst, table *Tensor, ids []int32) error {
+	c := &check{}
+	ts := []*Tensor{dst, table}
+	if nonNil(ts...) {
+		c.f32("dst", dst)
+		c.rank("table", table, 2)
+		c.rank("dst", dst, 2)
+		c.contiguous("table", table)
+		c.rows("dst", dst)
+		if c.err == nil {
+			c.that(dst.shape[0] == len(ids) && dst.shape[1] == table.shape[1], "dst %v for %d ids of width %d", dst.shape, len(ids), table.shape[1])
+			for i, id := range ids {
+				if id < 0 || int(id) >= table.shape[0] {
+					c.that(false, "id %d at %d outside vocabulary of %d", id, i, table.shape[0])
+					break
+				}
+			}
+		}
+	}
+	dt := DTypeInvalid
+	if table != nil {
+		dt = table.dtype
+	}
+	return run(b, Embedding, dt, c, ts, func(k EmbeddingKernel) { k(dst, table, ids) })
+}
+
+// MatMul computes dst[M, N] = x[M, K] · w[N, K]ᵀ with w of any dtype.
+func (b *Backend) MatMul(dst, x, w *Tensor) error {
+	c := &check{}
+	ts := []*Tensor{dst, x, w}
+	if nonNil(ts...) {
+		c.f32("dst and x", dst, x)
+		c.rank("x", x, 2)
+		c.rank("w", w, 2)
+		c.rank("dst", dst, 2)
+		c.contiguous("w", w)
+		c.rows("x", x)
+		c.rows("dst", dst)
+		if c.err == nil {
+			c.that(x.shape[1] == w.shape[1], "x has K=%d, w has K=%d", x.shape[1], w.shape[1])
+			c.that(dst.shape[0] == x.shape[0] && dst.shape[1] == w.shape[0], "dst %v, want [%d %d]", dst.shape, x.shape[0], w.shape[0])
+		}
+	}
+	dt := DTypeInvalid
+	if w != nil {
+		dt = w.dtype
+	}
+	return run(b, MatMul, dt, c, ts, func(k MatMulKernel) { k(dst, x, w) })
+}
+
+// elementwise validates dst and srcs as F32 tensors of one shape.
+func elementwise(c *check, dst *Tensor, srcs ...*Tensor) {
+	c.f32("operands", append([]*Tensor{dst}, srcs...)...)
+	c.rows("dst", dst)
+	for _, s := range srcs {
+		c.rows("src", s)
+		c.sameShape("dst", dst, "src", s)
+	}
+}
+
+// Add computes dst = a + b.
+func (b *Backend) Add(dst, x, y *Tensor) error {
+	c := &check{}
+	ts := []*Tensor{dst, x, y}
+	if nonNil(ts...) {
+		elementwise(c, dst, x, y)
+	}
+	return run(b, Add, F32, c, ts, func(k AddKernel) { k(dst, x, y) })
+}
+
+func (b *Backend) rmsNorm(d Def[RMSNormKernel], dst, x, w *Tensor, eps float32) error {
+	c := &check{}
+	ts := []*Tensor{dst, x, w}
+	if nonNil(ts...) {
+		elementwise(c, dst, x)
+		c.f32("w", w)
+		c.contiguous("w", w)
+		if c.err == nil {
+			c.that(w.Len() == x.Dim(-1), "w has %d elements for rows of %d", w.Len(), x.Dim(-1))
+		}
+	}
+	return run(b, d, F32, c, ts, func(k RMSNormKernel) { k(dst, x, w, eps) })
+}
+
+// RMSNorm normalises each row of x and scales it by w.
+func (b *Backend) RMSNorm(dst, x, w *Tensor, eps float32) error {
+	return b.rmsNorm(RMSNorm, dst, x, w, eps)
+}
+
+// RMSNormOffset normalises each row of x and scales it by 1 + w.
+func (b *Backend) RMSNormOffset(dst, x, w *Tensor, eps float32) error {
+	return b.rmsNorm(RMSNormOffset, dst, x, w, eps)
+}
+
+// GatedRMSNorm computes rmsnorm(x) · w · silu(z) per row.
+func (b *Backend) GatedRMSNorm(dst, x, z, w *Tensor, eps float32) error {
+	c := &check{}
+	ts := []*Tensor{dst, x, z, w}
+	if nonNil(ts...) {
+		elementwise(c, dst, x, z)
+		c.f32("w", w)
+		c.contiguous("w", w)
+		if c.err == nil {
+			c.that(w.Len() == x.Dim(-1), "w has %d elements for rows of %d", w.Len(), x.Dim(-1))
+		}
+	}
+	return run(b, GatedRMSNorm, F32, c, ts, func(k GatedRMSNormKernel) { k(dst, x, z, w, eps) })
+}
+
+// SiLU computes dst = x · sigmoid(x).
+func (b *Backend) SiLU(dst, x *Tensor) error {
+	c := &check{}
+	ts := []*Tensor{dst, x}
+	if nonNil(ts...) {
+		elementwise(c, dst, x)
+	}
+	return run(b, SiLU, F32, c, ts, func(k SiLUKernel) { k(dst, x) })
+}
+
+// SwiGLU computes dst = silu(gate) · up.
+func (b *Backend) SwiGLU(dst, gate, up *Tensor) error {
+	c := &check{}
+	ts := []*Tensor{dst, gate, up}
+	if nonNil(ts...) {
+		elementwise(c, dst, gate, up)
+	}
+	return run(b, SwiGLU, F32, c, ts, func(k SwiGLUKernel) { k(dst, gate, up) })
+}
+
+// SigmoidMul computes dst = x · sigmoid(gate); gate rows are as wide as x's
+// or one element wide (broadcast).
+func (b *Backend) SigmoidMul(dst, x, gate *Tensor) error {
+	c := &check{}
+	ts := []*Tensor{dst, x, gate}
+	if nonNil(ts...) {
+		elementwise(c, dst, x)
+		c.f32("gate", gate)
+		c.rows("gate", gate)
+		if c.err == nil {
+			c.that(gate.Rows() == x.Rows() && (gate.Dim(-1) == x.Dim(-1) || gate.Dim(-1) == 1),
+				"gate %v does not match x %v", gate.shape, x.shape)
+		}
+	}
+	return run(b, SigmoidMul, F32, c, ts, func(k SigmoidMulKernel) { k(dst, x, gate) })
+}
+
+// SplitQueryGate splits qg [T, H, 2D] into q [T, H, D] and gate [T, H, D].
+func (b *Backend) SplitQueryGate(q, gate, qg *Tensor) error {
+	c := &check{}
+	ts := []*Tensor{q, gate, qg}
+	if nonNil(ts...) {
+		c.f32("operands", q, gate, qg)
+		for _, t := range ts {
+			c.rank("operands", t, 3)
+			c.contiguous("operands", t)
+		}
+		if c.err == nil {
+			c.sameShape("q", q, "gate", gate)
+			c.that(qg.shape[0] == q.shape[0] && qg.shape[1] == q.shape[1] && qg.shape[2] == 2*q.shape[2],
+				"qg %v is not [T, H, 2·D] for q %v", qg.shape, q.shape)
+		}
+	}
+	return run(b, SplitQueryGate, F32, c, ts, func(k SplitQueryGateKernel) { k(q, gate, qg) })
+}
+
+func checkRoPE(c *check, x *Tensor, positions []int32, rotaryDim int) {
+	if rotaryDim < 0 || rotaryDim%2 != 0 || rotaryDim > x.Dim(-1) {
+		c.that(false, "rotary width %d for head dim %d must be even and within it", rotaryDim, x.Dim(-1))
+	}
+	c.that(x.shape[0] == len(positions), "%d positions for %d tokens", len(positions), x.shape[0])
+}
+
+// RoPENeoX rotates the first rotaryDim channels of each head of x [T, H, D]
+// in place. Width 0 is valid and leaves x unchanged.
+func (b *Backend) RoPENeoX(x *Tensor, positions []int32, rotaryDim int, theta float32) error {
+	c := &check{}
+	ts := []*Tensor{x}
+	if nonNil(ts...) {
+		c.f32("x", x)
+		c.rank("x", x, 3)
+		c.rows("x", x)
+		if c.err == nil {
+			checkRoPE(c, x, positions, rotaryDim)
+		}
+	}
+	return run(b, RoPENeoX, F32, c, ts, func(k RoPEKernel) { k(x, positions, rotaryDim, theta) })
+}
+
+// AttnPreamble is the fused split_query_gate + rms_norm_offset(q, k) +
+// rope_neox(q, k). k [T, Hkv, D] is normalised and rotated in place.
+func (b *Backend) AttnPreamble(q, gate, qg, k, qNorm, kNorm *Tensor, positions []int32, p PreambleParams) error {
+	c := &check{}
+	ts := []*Tensor{q, gate, qg, k, qNorm, kNorm}
+	if nonNil(ts...) {
+		c.f32("operands", ts...)
+		for _, t := range ts[:4] {
+			c.rank("operands", t, 3)
+			c.contiguous("operands", t)
+		}
+		if c.err == nil {
+			c.sameShape("q", q, "gate", gate)
+			c.that(qg.shape[0] == q.shape[0] && qg.shape[1] == q.shape[1] && qg.shape[2] == 2*q.shape[2],
+				"qg %v is not [T, H, 2·D] for q %v", qg.shape, q.shape)
+			c.that(k.shape[0] == q.shape[0] && k.shape[2] == q.shape[2], "k %v does not match q %v", k.shape, q.shape)
+			c.that(qNorm.Len() == q.shape[2] && kNorm.Len() == q.shape[2], "norm weights of %d and %d for head dim %d", qNorm.Len(), kNorm.Len(), q.shape[2])
+			checkRoPE(c, q, positions, p.RotaryDim)
+		}
+	}
+	return run(b, AttnPreamble, F32, c, ts, func(kern AttnPreambleKernel) { kern(q, gate, qg, k, qNorm, kNorm, positions, p) })
+}
+
+// KVWrite copies x [T, Hkv, D] into cache [S, Hkv, D] at rows start..start+T.
+func (b *Backend) KVWrite(cache, x *Tensor, start int) error {
+	c := &check{}
+	ts := []*Tensor{cache, x}
+	if nonNil(ts...) {
+		c.f32("operands", cache, x)
+		c.rank("cache", cache, 3)
+		c.rank("x", x, 3)
+		c.contiguous("cache", cache)
+		c.contiguous("x", x)
+		if c.err == nil {
+			c.that(cache.shape[1] == x.shape[1] && cache.shape[2] == x.shape[2], "x %v does not fit cache %v", x.shape, cache.shape)
+			c.that(start >= 0 && start+x.shape[0] <= cache.shape[0], "rows %d..%d outside cache of %d", start, start+x.shape[0], cache.shape[0])
+		}
+	}
+	return run(b, KVWrite, F32, c, ts, func(k KVWriteKernel) { k(cache, x, start) })
+}
+
+// Attention is causal GQA: query t of q [T, Hq, D] is at position start+t
+// and attends to rows 0..start+t of k and v [S, Hkv, D].
+func (b *Backend) Attention(dst, q, k, v *Tensor, start int, scale float32) error {
+	c := &check{}
+	ts := []*Tensor{dst, q, k, v}
+	if nonNil(ts...) {
+		c.f32("operands", ts...)
+		for _, t := range ts {
+			c.rank("operands", t, 3)
+			c.rows("operands", t)
+		}
+		if c.err == nil {
+			c.sameShape("dst", dst, "q", q)
+			c.sameShape("k", k, "v", v)
+			c.that(k.shape[2] == q.shape[2], "k head dim %d, q head dim %d", k.shape[2], q.shape[2])
+			c.that(k.shape[1] > 0 && q.shape[1]%k.shape[1] == 0, "%d query heads over %d kv heads", q.shape[1], k.shape[1])
+			c.that(start >= 0 && start+q.shape[0] <= k.shape[0], "positions %d..%d beyond %d cached rows", start, start+q.shape[0], k.shape[0])
+		}
+	}
+	return run(b, Attention, F32, c, ts, func(kern AttentionKernel) { kern(dst, q, k, v, start, scale) })
+}
+
+// Conv1dCausal is the causal depthwise convolution of x [T, C] by w [C, K],
+// continuing from state [K-1, C], which it advances.
+func (b *Backend) Conv1dCausal(dst, x, w, state *Tensor) error {
+	c := &check{}
+	ts := []*Tensor{dst, x, w, state}
+	if nonNil(ts...) {
+		c.f32("operands", ts...)
+		for _, t := range ts {
+			c.rank("operands", t, 2)
+		}
+		c.contiguous("w", w)
+		c.contiguous("state", state)
+		c.rows("x", x)
+		c.rows("dst", dst)
+		if c.err == nil {
+			c.sameShape("dst", dst, "x", x)
+			c.that(w.shape[0] == x.shape[1] && w.shape[1] >= 1, "w %v for %d channels", w.shape, x.shape[1])
+			c.that(state.shape[0] == w.shape[1]-1 && state.shape[1] == x.shape[1], "state %v, want [%d %d]", state.shape, w.shape[1]-1, x.shape[1])
+		}
+	}
+	return run(b, Conv1dCausal, F32, c, ts, func(k Conv1dKernel) { k(dst, x, w, state) })
+}
+
+// L2Norm divides each row of x by its L2 norm (with eps under the root).
+func (b *Backend) L2Norm(dst, x *Tensor, eps float32) error {
+	c := &check{}
+	ts := []*Tensor{dst, x}
+	if nonNil(ts...) {
+		elementwise(c, dst, x)
+	}
+	return run(b, L2Norm, F32, c, ts, func(k L2NormKernel) { k(dst, x, eps) })
+}
+
+// GDNGating computes the DeltaNet decay g and write strength beta.
+func (b *Backend) GDNGating(g, beta, a, bIn, aLog, dtBias *Tensor) error {
+	c := &check{}
+	ts := []*Tensor{g, beta, a, bIn, aLog, dtBias}
+	if nonNil(ts...) {
+		c.f32("operands", ts...)
+		for _, t := range ts[:4] {
+			c.rank("operands", t, 2)
+			c.rows("operands", t)
+		}
+		c.contiguous("A_log", aLog)
+		c.contiguous("dt_bias", dtBias)
+		if c.err == nil {
+			c.sameShape("g", g, "a", a)
+			c.sameShape("beta", beta, "b", bIn)
+			c.sameShape("a", a, "b", bIn)
+			c.that(aLog.Len() == a.shape[1] && dtBias.Len() == a.shape[1], "A_log %v and dt_bias %v for %d heads", aLog.shape, dtBias.shape, a.shape[1])
+		}
+	}
+	return run(b, GDNGating, F32, c, ts, func(k GDNGatingKernel) { k(g, beta, a, bIn, aLog, dtBias) })
+}
+
+func checkDeltaRule(c *check, out, q, k, v, g, beta, state *Tensor) {
+	c.f32("operands", out, q, k, v, g, beta, state)
+	for _, t := range []*Tensor{out, q, k, v, state} {
+		c.rank("operands", t, 3)
+		c.rows("operands", t)
+	}
+	for _, t := range []*Tensor{g, beta} {
+		c.rank("g/beta", t, 2)
+		c.rows("g/beta", t)
+	}
+	c.contiguous("state", state)
+	if c.err != nil {
+		return
+	}
+	T, hk, dk := q.shape[0], q.shape[1], q.shape[2]
+	hv, dv := v.shape[1], v.shape[2]
+	c.sameShape("q", q, "k", k)
+	c.sameShape("out", out, "v", v)
+	c.that(v.shape[0] == T && g.shape[0] == T && beta.shape[0] == T, "sequence lengths differ")
+	c.that(hk > 0 && hv%hk == 0, "%d value heads over %d key heads", hv, hk)
+	c.that(g.shape[1] == hv && beta.shape[1] == hv, "g %v and beta %v for %d value heads", g.shape, beta.shape, hv)
+	c.that(state.shape[0] == hv && state.shape[1] == dk && state.shape[2] == dv, "state %v, want [%d %d %d]", state.shape, hv, dk, dv)
+}
+
+// DeltaRuleChunked runs the gated delta rule over a sequence in chunks.
+func (b *Backend) DeltaRuleChunked(out, q, k, v, g, beta, state *Tensor, chunk int) error {
+	c := &check{}
+	ts := []*Tensor{out, q, k, v, g, beta, state}
+	if nonNil(ts...) {
+		checkDeltaRule(c, out, q, k, v, g, beta, state)
+		c.that(chunk > 0, "chunk length %d", chunk)
+	}
+	return run(b, DeltaRuleChunked, F32, c, ts, func(kern DeltaRuleChunkedKernel) { kern(out, q, k, v, g, beta, state, chunk) })
+}
+
+// DeltaRuleRecurrent runs the gated delta rule one token at a time.
+func (b *Backend) DeltaRuleRecurrent(out, q, k, v, g, beta, state *Tensor) error {
+	c := &check{}
+	ts := []*Tensor{out, q, k, v, g, beta, state}
+	if nonNil(ts...) {
+		checkDeltaRule(c, out, q, k, v, g, beta, state)
+	}
+	return run(b, DeltaRuleRecurrent, F32, c, ts, func(kern DeltaRuleRecurrentKernel) { kern(out, q, k, v, g, beta, state) })
+}
+
+// RouterTopK picks k experts per row of logits [T, E] with renormalised
+// softmax weights; ids and weights hold T·k entries.
+func (b *Backend) RouterTopK(ids []int32, weights []float32, logits *Tensor, k int) error {
+	c := &check{}
+	ts := []*Tensor{logits}
+	if nonNil(ts...) {
+		c.f32("logits", logits)
+		c.rank("logits", logits, 2)
+		c.rows("logits", logits)
+		if c.err == nil {
+			c.that(k >= 1 && k <= logits.shape[1], "top-%d of %d experts", k, logits.shape[1])
+			c.that(len(ids) == logits.shape[0]*k && len(weights) == len(ids), "%d ids and %d weights for %d rows of top-%d", len(ids), len(weights), logits.shape[0], k)
+		}
+	}
+	return run(b, RouterTopK, F32, c, ts, func(kern RouterTopKKernel) { kern(ids, weights, logits, k) })
+}
+
+// MoEGather copies rows[i] of x [T, H] into row i of dst [len(rows), H].
+func (b *Backend) MoEGather(dst, x *Tensor, rows []int32) error {
+	c := &check{}
+	ts := []*Tensor{dst, x}
+	if nonNil(ts...) {
+		c.f32("operands", dst, x)
+		c.rank("dst", dst, 2)
+		c.rank("x", x, 2)
+		c.rows("dst", dst)
+		c.rows("x", x)
+		if c.err == nil {
+			c.that(dst.shape[0] == len(rows) && dst.shape[1] == x.shape[1], "dst %v for %d rows of %d", dst.shape, len(rows), x.shape[1])
+			checkRowIndex(c, rows, x.shape[0])
+		}
+	}
+	return run(b, MoEGather, F32, c, ts, func(k MoEGatherKernel) { k(dst, x, rows) })
+}
+
+// MoEScatterAdd adds weights[i] · row i of src into row rows[i] of dst.
+func (b *Backend) MoEScatterAdd(dst, src *Tensor, rows []int32, weights []float32) error {
+	c := &check{}
+	ts := []*Tensor{dst, src}
+	if nonNil(ts...) {
+		c.f32("operands", dst, src)
+		c.rank("dst", dst, 2)
+		c.rank("src", src, 2)
+		c.rows("dst", dst)
+		c.rows("src", src)
+		if c.err == nil {
+			c.that(src.shape[0] == len(rows) && len(weights) == len(rows) && src.shape[1] == dst.shape[1],
+				"src %v with %d rows and %d weights into dst %v", src.shape, len(rows), len(weights), dst.shape)
+			checkRowIndex(c, rows, dst.shape[0])
+		}
+	}
+	return run(b, MoEScatterAdd, F32, c, ts, func(k MoEScatterAddKernel) { k(dst, src, rows, weights) })
+}
+
+func checkRowIndex(c *check, rows []int32, n int) {
+	for i, r := range rows {
+		if r < 0 || int(r) >= n {
+			c.that(false, "row index %d at %d outside %d rows", r, i, n)
+			return
+		}
+	}
+}

@@ -1,0 +1,110 @@
+package runtime
+
+import (
+	"math"
+	"strconv"
+)
+
+// DType is the element type of a tensor.
+type DType uint8
+
+// The dtypes govllm computes with. Activations are F32; weights may be any.
+const (
+	DTypeInvalid DType = iota
+	F32
+	BF16
+	F16
+)
+
+var dtypeNames = [...]string{DTypeInvalid: "invalid", F32: "f32", BF16: "bf16", F16: "f16"}
+
+func (d DType) String() string {
+	if int(d) < len(dtypeNames) {
+		return dtypeNames[d]
+	}
+	return "dtype(" + strconv.Itoa(int(d)) + ")"
+}
+
+// Size is the number of bytes of one element.
+func (d DType) Size() int {
+	switch d {
+	case F32:
+		return 4
+	case BF16, F16:
+		return 2
+	}
+	return 0
+}
+
+// DTypes lists the valid dtypes in a stable order.
+var DTypes = []DType{F32, BF16, F16}
+
+// BF16ToF32 widens a bfloat16 bit pattern.
+func BF16ToF32(h uint16) float32 { return math.Float32frombits(uint32(h) << 16) }
+
+// F32ToBF16 narrows with round-to-nearest-even, keeping NaN a NaN.
+func F32ToBF16(f float32) uint16 {
+	b := math.Float32bits(f)
+	if b&0x7fffffff > 0x7f800000 {
+		return uint16(b>>16) | 0x40
+	}
+	return uint16((b + 0x7fff + (b>>16)&1) >> 16)
+}
+
+// F16ToF32 widens an IEEE 754 half-precision bit pattern.
+func F16ToF32(h uint16) float32 {
+	sign := uint32(h>>15) << 31
+	exp := uint32(h>>10) & 0x1f
+	mant := uint32(h) & 0x3ff
+	switch {
+	case exp == 0x1f:
+		return math.Float32frombits(sign | 0x7f800000 | mant<<13)
+	case exp != 0:
+		return math.Float32frombits(sign | (exp+112)<<23 | mant<<13)
+	case mant == 0:
+		return math.Float32frombits(sign)
+	}
+	// Subnormal half: normalise into a float32 exponent.
+	e := uint32(113)
+	for mant&0x400 == 0 {
+		mant <<= 1
+		e--
+	}
+	return math.Float32frombits(sign | e<<23 | (mant&0x3ff)<<13)
+}
+
+// F32ToF16 narrows with round-to-nearest-even.
+func F32ToF16(f float32) uint16 {
+	b := math.Float32bits(f)
+	sign := uint16(b>>16) & 0x8000
+	exp := int32(b>>23) & 0xff
+	mant := b & 0x7fffff
+	switch {
+	case exp == 0xff:
+		if mant != 0 {
+			return sign | 0x7e00
+		}
+		return sign | 0x7c00
+	case exp > 142: // overflow to infinity
+		return sign | 0x7c00
+	case exp < 102: // underflow to zero
+		return sign
+	case exp < 113: // subnormal half
+		mant |= 0x800000
+		shift := uint32(126 - exp)
+		half := mant >> shift
+		rem := mant & (1<<shift - 1)
+		mid := uint32(1) << (shift - 1)
+		if rem > mid || (rem == mid && half&1 == 1) {
+			half++
+		}
+		return sign | uint16(half)
+	}
+	half := uint32(exp-112)<<10 | mant>>13
+	rem := mant & 0x1fff
+	if rem > 0x1000 || (rem == 0x1000 && half&1 == 1) {
+		half++
+	}
+	return sign | uint16(half)
+}
+

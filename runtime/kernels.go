@@ -1,0 +1,99 @@
+package runtime
+
+// Def binds an op id to the Go signature K of its kernels, so that
+// registration and lookup are typed.
+type Def[K any] struct{ ID OpID }
+
+// Kernel signatures. Activations are F32; the dtype a kernel is registered
+// under is that of its weight operand (matmul, embedding) or F32. Kernels do
+// no validation: the Backend method of each op checks its arguments first.
+type (
+	// EmbeddingKernel gathers rows ids of table [V, H] into dst [T, H].
+	EmbeddingKernel func(dst, table *Tensor, ids []int32)
+	// MatMulKernel computes dst[M, N] = x[M, K] · w[N, K]ᵀ.
+	MatMulKernel func(dst, x, w *Tensor)
+	// AddKernel computes dst = a + b elementwise.
+	AddKernel func(dst, a, b *Tensor)
+	// RMSNormKernel normalises each row of x and scales it by w (or 1 + w).
+	RMSNormKernel func(dst, x, w *Tensor, eps float32)
+	// GatedRMSNormKernel computes rmsnorm(x) · w · silu(z) per row.
+	GatedRMSNormKernel func(dst, x, z, w *Tensor, eps float32)
+	// SiLUKernel computes dst = x · sigmoid(x).
+	SiLUKernel func(dst, x *Tensor)
+	// SwiGLUKernel computes dst = silu(gate) · up.
+	SwiGLUKernel func(dst, gate, up *Tensor)
+	// SigmoidMulKernel computes dst = x · sigmoid(gate); a gate row of one
+	// element broadcasts over the row of x.
+	SigmoidMulKernel func(dst, x, gate *Tensor)
+	// SplitQueryGateKernel splits qg [T, H, 2D], per head [q | gate], into
+	// q [T, H, D] and gate [T, H, D].
+	SplitQueryGateKernel func(q, gate, qg *Tensor)
+	// RoPEKernel rotates, in place, the first rotaryDim channels of each head
+	// of x [T, H, D] in NeoX style (halves), at the given positions.
+	RoPEKernel func(x *Tensor, positions []int32, rotaryDim int, theta float32)
+	// AttnPreambleKernel is split_query_gate, rms_norm_offset of q and k and
+	// rope_neox of q and k in one pass; k is updated in place.
+	AttnPreambleKernel func(q, gate, qg, k, qNorm, kNorm *Tensor, positions []int32, p PreambleParams)
+	// KVWriteKernel copies x [T, Hkv, D] into cache [S, Hkv, D] at row start.
+	KVWriteKernel func(cache, x *Tensor, start int)
+	// AttentionKernel is causal grouped-query attention with an f32 softmax:
+	// query t of q [T, Hq, D] sits at position start+t and attends to rows
+	// 0..start+t of k, v [S, Hkv, D]; dst is [T, Hq, D].
+	AttentionKernel func(dst, q, k, v *Tensor, start int, scale float32)
+	// Conv1dKernel is a causal depthwise convolution of x [T, C] with
+	// w [C, K] (no activation: silu is its own op); state [K-1, C] holds the inputs before x
+	// and is advanced past x.
+	Conv1dKernel func(dst, x, w, state *Tensor)
+	// L2NormKernel divides each row by sqrt(sum of squares + eps).
+	L2NormKernel func(dst, x *Tensor, eps float32)
+	// GDNGatingKernel computes the DeltaNet decay g = -exp(aLog)·softplus(a +
+	// dtBias) and the write strength beta = sigmoid(b), all [T, Hv].
+	GDNGatingKernel func(g, beta, a, b, aLog, dtBias *Tensor)
+	// DeltaRuleChunkedKernel runs the gated delta rule over a sequence in
+	// chunks of the given length, from and into state [Hv, Dk, Dv].
+	// q, k are [T, Hk, Dk] (L2-normalised; the kernel scales q by Dk^-½),
+	// v and out are [T, Hv, Dv], g and beta [T, Hv].
+	DeltaRuleChunkedKernel func(out, q, k, v, g, beta, state *Tensor, chunk int)
+	// DeltaRuleRecurrentKernel is the same rule one token at a time.
+	DeltaRuleRecurrentKernel func(out, q, k, v, g, beta, state *Tensor)
+	// RouterTopKKernel takes a softmax over each row of logits [T, E], keeps
+	// the k largest and renormalises them to sum to one.
+	RouterTopKKernel func(ids []int32, weights []float32, logits *Tensor, k int)
+	// MoEGatherKernel copies rows[i] of x into row i of dst.
+	MoEGatherKernel func(dst, x *Tensor, rows []int32)
+	// MoEScatterAddKernel adds weights[i]·src row i into dst row rows[i].
+	MoEScatterAddKernel func(dst, src *Tensor, rows []int32, weights []float32)
+)
+
+// PreambleParams are the scalars of the fused attention preamble.
+type PreambleParams struct {
+	RotaryDim int
+	Theta     float32
+	Eps       float32
+}
+
+// The typed op definitions.
+var (
+	Embedding          = Def[EmbeddingKernel]{OpEmbedding}
+	MatMul             = Def[MatMulKernel]{OpMatMul}
+	Add                = Def[AddKernel]{OpAdd}
+	RMSNorm            = Def[RMSNormKernel]{OpRMSNorm}
+	RMSNormOffset      = Def[RMSNormKernel]{OpRMSNormOffset}
+	GatedRMSNorm       = Def[GatedRMSNormKernel]{OpGatedRMSNorm}
+	SiLU               = Def[SiLUKernel]{OpSiLU}
+	SwiGLU             = Def[SwiGLUKernel]{OpSwiGLU}
+	SigmoidMul         = Def[SigmoidMulKernel]{OpSigmoidMul}
+	SplitQueryGate     = Def[SplitQueryGateKernel]{OpSplitQueryGate}
+	RoPENeoX           = Def[RoPEKernel]{OpRoPENeoX}
+	AttnPreamble       = Def[AttnPreambleKernel]{OpAttnPreamble}
+	KVWrite            = Def[KVWriteKernel]{OpKVWrite}
+	Attention          = Def[AttentionKernel]{OpAttention}
+	Conv1dCausal       = Def[Conv1dKernel]{OpConv1dCausal}
+	L2Norm             = Def[L2NormKernel]{OpL2Norm}
+	GDNGating          = Def[GDNGatingKernel]{OpGDNGating}
+	DeltaRuleChunked   = Def[DeltaRuleChunkedKernel]{OpDeltaRuleChunked}
+	DeltaRuleRecurrent = Def[DeltaRuleRecurrentKernel]{OpDeltaRuleRecurrent}
+	RouterTopK         = Def[RouterTopKKernel]{OpRouterTopK}
+	MoEGather          = Def[MoEGatherKernel]{OpMoEGather}
+	MoEScatterAdd      = Def[MoEScatterAddKernel]{OpMoEScatterAdd}
+)

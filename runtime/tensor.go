@@ -1,0 +1,273 @@
+package runtime
+
+import (
+	"fmt"
+	"unsafe"
+)
+
+// Tensor is a typed, strided view of a byte buffer. Shapes and strides are in
+// elements; a view shares its parent's buffer.
+type Tensor struct {
+	dtype   DType
+	shape   []int
+	strides []int
+	offset  int // elements from the start of data
+	data    []byte
+}
+
+// New allocates a zeroed, contiguous tensor.
+func New(dt DType, shape ...int) *Tensor {
+	n := numel(shape)
+	// Allocate as float32 words so that F32 data is 4-byte aligned.
+	words := make([]float32, (n*dt.Size()+3)/4)
+	buf := unsafe.Slice((*byte)(unsafe.Pointer(unsafe.SliceData(words))), len(words)*4)
+	return &Tensor{dtype: dt, shape: clone(shape), strides: contiguousStrides(shape), data: buf[:n*dt.Size()]}
+}
+
+// FromF32 wraps data (not copied) as a contiguous F32 tensor.
+func FromF32(data []float32, shape ...int) (*Tensor, error) {
+	if numel(shape) != len(data) {
+		return nil, fmt.Errorf("runtime: %d floats do not fill shape %v", len(data), shape)
+	}
+	buf := unsafe.Slice((*byte)(unsafe.Pointer(unsafe.SliceData(data))), len(data)*4)
+	return &Tensor{dtype: F32, shape: clone(shape), strides: contiguousStrides(shape), data: buf}, nil
+}
+
+// FromBytes wraps data (not copied, e.g. a memory-mapped weight) as a
+// contiguous tensor of dtype dt.
+func FromBytes(dt DType, data []byte, shape ...int) (*Tensor, error) {
+	if dt.Size() == 0 {
+		return nil, fmt.Errorf("runtime: %w: %v", ErrDType, dt)
+	}
+	if want := numel(shape) * dt.Size(); want != len(data) {
+		return nil, fmt.Errorf("runtime: %w: %d bytes for %v %v, want %d", ErrShape, len(data), dt, shape, want)
+	}
+	return &Tensor{dtype: dt, shape: clone(shape), strides: contiguousStrides(shape), data: data}, nil
+}
+
+func (t *Tensor) DType() DType   { return t.dtype }
+func (t *Tensor) Shape() []int   { return t.shape }
+func (t *Tensor) Strides() []int { return t.strides }
+func (t *Tensor) Rank() int      { return len(t.shape) }
+
+// Dim is the size of dimension i; negative i counts from the end.
+func (t *Tensor) Dim(i int) int {
+	if i < 0 {
+		i += len(t.shape)
+	}
+	return t.shape[i]
+}
+
+// Len is the number of elements.
+func (t *Tensor) Len() int { return numel(t.shape) }
+
+// IsContiguous reports whether the elements are dense in row-major order.
+func (t *Tensor) IsContiguous() bool {
+	want := 1
+	for i := len(t.shape) - 1; i >= 0; i-- {
+		if t.shape[i] != 1 && t.strides[i] != want {
+			return false
+		}
+		want *= t.shape[i]
+	}
+	return true
+}
+
+// RowsContiguous reports whether the last dimension is dense, so that the
+// tensor reads as rows of Dim(-1) elements at strided offsets.
+func (t *Tensor) RowsContiguous() bool {
+	return len(t.shape) > 0 && (t.shape[len(t.shape)-1] <= 1 || t.strides[len(t.strides)-1] == 1)
+}
+
+// Rows is the number of rows of Dim(-1) elements.
+func (t *Tensor) Rows() int {
+	if len(t.shape) == 0 {
+		return 1
+	}
+	return numel(t.shape[:len(t.shape)-1])
+}
+
+// RowOffset is the element offset, within F32()/Bytes(), of row r.
+func (t *Tensor) RowOffset(r int) int {
+	off := 0
+	for i := len(t.shape) - 2; i >= 0; i-- {
+		off += (r % t.shape[i]) * t.strides[i]
+		r /= t.shape[i]
+	}
+	return off
+}
+
+// F32 returns the float32 elements from the view's first element to the end
+// of the buffer; index it with strides. It panics unless the dtype is F32.
+func (t *Tensor) F32() []float32 {
+	if t.dtype != F32 {
+		panic("runtime: F32() on a " + t.dtype.String() + " tensor")
+	}
+	b := t.data[t.offset*4:]
+	if len(b) < 4 {
+		return nil
+	}
+	return unsafe.Slice((*float32)(unsafe.Pointer(unsafe.SliceData(b))), len(b)/4)
+}
+
+// U16 returns the 16-bit elements (BF16 or F16 bit patterns) like F32 does.
+func (t *Tensor) U16() []uint16 {
+	if t.dtype.Size() != 2 {
+		panic("runtime: U16() on a " + t.dtype.String() + " tensor")
+	}
+	b := t.data[t.offset*2:]
+	if len(b) < 2 {
+		return nil
+	}
+	return unsafe.Slice((*uint16)(unsafe.Pointer(unsafe.SliceData(b))), len(b)/2)
+}
+
+// Bytes returns the raw bytes from the view's first element.
+func (t *Tensor) Bytes() []byte { return t.data[t.offset*t.dtype.Size():] }
+
+// Slice is the view of elements [start, end) along dim.
+func (t *Tensor) Slice(dim, start, end int) (*Tensor, error) {
+	if dim < 0 || dim >= len(t.shape) || start < 0 || end > t.shape[dim] || start > end {
+		return nil, fmt.Errorf("runtime: %w: slice [%d:%d] of dim %d of shape %v", ErrShape, start, end, dim, t.shape)
+	}
+	v := t.view()
+	v.offset += start * t.strides[dim]
+	v.shape[dim] = end - start
+	return v, nil
+}
+
+// Index is the view of element i along dimension 0, one rank lower.
+func (t *Tensor) Index(i int) (*Tensor, error) {
+	if len(t.shape) == 0 || i < 0 || i >= t.shape[0] {
+		return nil, fmt.Errorf("runtime: %w: index %d of shape %v", ErrShape, i, t.shape)
+	}
+	v := t.view()
+	v.offset += i * t.strides[0]
+	v.shape, v.strides = v.shape[1:], v.strides[1:]
+	return v, nil
+}
+
+// Reshape is a view with a new shape. Splitting or merging dimensions is
+// allowed where the strides permit it; one dimension may be -1.
+func (t *Tensor) Reshape(shape ...int) (*Tensor, error) {
+	shape = clone(shape)
+	infer, known := -1, 1
+	for i, d := range shape {
+		switch {
+		case d == -1 && infer < 0:
+			infer = i
+		case d < 0:
+			return nil, fmt.Errorf("runtime: %w: reshape %v to %v", ErrShape, t.shape, shape)
+		default:
+			known *= d
+		}
+	}
+	if infer >= 0 && known > 0 {
+		shape[infer] = t.Len() / known
+	}
+	if numel(shape) != t.Len() {
+		return nil, fmt.Errorf("runtime: %w: reshape %v to %v", ErrShape, t.shape, shape)
+	}
+	strides, ok := reshapeStrides(t.shape, t.strides, shape)
+	if !ok {
+		return nil, fmt.Errorf("runtime: %w: reshape of a non-contiguous %v (strides %v) to %v", ErrContiguity, t.shape, t.strides, shape)
+	}
+	v := t.view()
+	v.shape, v.strides = shape, strides
+	return v, nil
+}
+
+// MustReshape is Reshape for shapes the caller has already validated.
+func (t *Tensor) MustReshape(shape ...int) *Tensor {
+	v, err := t.Reshape(shape...)
+	if err != nil {
+		panic(err)
+	}
+	return v
+}
+
+func (t *Tensor) String() string {
+	return fmt.Sprintf("%v%v", t.dtype, t.shape)
+}
+
+func (t *Tensor) view() *Tensor {
+	return &Tensor{dtype: t.dtype, shape: clone(t.shape), strides: clone(t.strides), offset: t.offset, data: t.data}
+}
+
+// reshapeStrides computes strides for newShape over a tensor (old, strides)
+// whose dimension groups can be merged or split without copying.
+func reshapeStrides(old, strides, newShape []int) ([]int, bool) {
+	out := make([]int, len(newShape))
+	oi, ni := 0, 0
+	for oi < len(old) || ni < len(newShape) {
+		// Skip size-1 dims, which carry no stride constraint.
+		if oi < len(old) && old[oi] == 1 {
+			oi++
+			continue
+		}
+		if ni < len(newShape) && newShape[ni] == 1 {
+			out[ni] = 1
+			ni++
+			continue
+		}
+		if oi >= len(old) || ni >= len(newShape) {
+			return nil, false
+		}
+		// Grow a group of old dims and new dims with equal element counts.
+		oj, nj := oi+1, ni+1
+		op, np := old[oi], newShape[ni]
+		for op != np {
+			if op < np {
+				if oj >= len(old) {
+					return nil, false
+				}
+				op *= old[oj]
+				oj++
+			} else {
+				if nj >= len(newShape) {
+					return nil, false
+				}
+				np *= newShape[nj]
+				nj++
+			}
+		}
+		// The old group's non-unit dims must be contiguous among themselves.
+		last := -1
+		for k := oi; k < oj; k++ {
+			if old[k] == 1 {
+				continue
+			}
+			if last >= 0 && strides[last] != strides[k]*old[k] {
+				return nil, false
+			}
+			last = k
+		}
+		st := strides[last]
+		for k := nj - 1; k >= ni; k-- {
+			out[k] = st
+			st *= newShape[k]
+		}
+		oi, ni = oj, nj
+	}
+	return out, true
+}
+
+func numel(shape []int) int {
+	n := 1
+	for _, d := range shape {
+		n *= d
+	}
+	return n
+}
+
+func contiguousStrides(shape []int) []int {
+	s := make([]int, len(shape))
+	st := 1
+	for i := len(shape) - 1; i >= 0; i-- {
+		s[i] = st
+		st *= shape[i]
+	}
+	return s
+}
+
+func clone(s []int) []int { return append([]int(nil), s...) }
