@@ -1,0 +1,377 @@
+package cpu_test
+
+import (
+	"math"
+	"math/rand/v2"
+	"testing"
+
+	rt "github.com/govllm/govllm/runtime"
+	"github.com/govllm/govllm/runtime/cpu"
+)
+
+func backend(t testing.TB) *rt.Backend {
+	t.Helper()
+	reg := rt.NewRegistry()
+	if err := cpu.Register(reg); err != nil {
+		t.Fatal(err)
+	}
+	return rt.NewBackend(reg, rt.CPU)
+}
+
+func random(rng *rand.Rand, scale float32, shape ...int) *rt.Tensor {
+	x := rt.New(rt.F32, shape...)
+	for i := range x.F32() {
+		x.F32()[i] = float32(rng.NormFloat64()) * scale
+	}
+	return x
+}
+
+func clone(x *rt.Tensor) *rt.Tensor {
+	c := rt.New(rt.F32, x.Shape()...)
+	copy(c.F32(), x.F32())
+	return c
+}
+
+func maxDiff(a, b []float32) float64 {
+	var m float64
+	for i := range a {
+		m = max(m, math.Abs(float64(a[i])-float64(b[i])))
+	}
+	return m
+}
+
+func must(t testing.TB, err error) {
+	t.Helper()
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestEveryOpRegistered fails when a CPU registration is removed.
+func TestEveryOpRegistered(t *testing.T) {
+	reg := rt.NewRegistry()
+	must(t, cpu.Register(reg))
+	for _, op := range rt.Ops() {
+		dts := []rt.DType{rt.F32}
+		if op == rt.OpMatMul || op == rt.OpEmbedding {
+			dts = rt.DTypes
+		}
+		for _, dt := range dts {
+			if _, ok := reg.Selected(op, rt.CPU, dt); !ok {
+				t.Errorf("cpu has no kernel for %s[%s]", op, dt)
+			}
+		}
+	}
+	if err := cpu.Register(reg); err == nil {
+		t.Fatal("registering the CPU provider twice succeeded")
+	}
+}
+
+func TestMatMulDTypes(t *testing.T) {
+	be := backend(t)
+	rng := rand.New(rand.NewPCG(1, 2))
+	m, k, n := 5, 37, 19
+	x := random(rng, 1, m, k)
+	wf := random(rng, 1, n, k)
+	for _, dt := range rt.DTypes {
+		w := rt.New(dt, n, k)
+		ref := make([]float32, n*k) // the weight values as stored
+		for i, v := range wf.F32() {
+			switch dt {
+			case rt.F32:
+				w.F32()[i], ref[i] = v, v
+			case rt.BF16:
+				w.U16()[i] = rt.F32ToBF16(v)
+				ref[i] = rt.BF16ToF32(w.U16()[i])
+			case rt.F16:
+				w.U16()[i] = rt.F32ToF16(v)
+				ref[i] = rt.F16ToF32(w.U16()[i])
+			}
+		}
+		dst := rt.New(rt.F32, m, n)
+		must(t, be.MatMul(dst, x, w))
+		want := make([]float32, m*n)
+		for i := range m {
+			for j := range n {
+				var s float64
+				for c := range k {
+					s += float64(x.F32()[i*k+c]) * float64(ref[j*k+c])
+				}
+				want[i*n+j] = float32(s)
+			}
+		}
+		if d := maxDiff(dst.F32(), want); d > 1e-4 {
+			t.Errorf("%v: max diff %g", dt, d)
+		}
+	}
+}
+
+// TestFusedPreambleMatchesComposite: attn_preamble_fused gives what
+// split_query_gate, rms_norm_offset and rope_neox give, rotary width 0 included.
+func TestFusedPreambleMatchesComposite(t *testing.T) {
+	be := backend(t)
+	rng := rand.New(rand.NewPCG(3, 4))
+	T, hq, hkv, d := 6, 4, 2, 32
+	for _, rot := range []int{0, 8, 32} {
+		qg := random(rng, 1, T, hq, 2*d)
+		k0 := random(rng, 1, T, hkv, d)
+		qn, kn := random(rng, 0.1, d), random(rng, 0.1, d)
+		pos := []int32{3, 4, 5, 6, 7, 8}
+		p := rt.PreambleParams{RotaryDim: rot, Theta: 1e7, Eps: 1e-6}
+
+		qF, gF, kF := rt.New(rt.F32, T, hq, d), rt.New(rt.F32, T, hq, d), clone(k0)
+		must(t, be.AttnPreamble(qF, gF, qg, kF, qn, kn, pos, p))
+
+		qC, gC, kC := rt.New(rt.F32, T, hq, d), rt.New(rt.F32, T, hq, d), clone(k0)
+		must(t, be.SplitQueryGate(qC, gC, qg))
+		must(t, be.RMSNormOffset(qC, qC, qn, p.Eps))
+		must(t, be.RMSNormOffset(kC, kC, kn, p.Eps))
+		must(t, be.RoPENeoX(qC, pos, rot, p.Theta))
+		must(t, be.RoPENeoX(kC, pos, rot, p.Theta))
+
+		for _, c := range []struct {
+			name string
+			a, b *rt.Tensor
+		}{{"q", qF, qC}, {"gate", gF, gC}, {"k", kF, kC}} {
+			if diff := maxDiff(c.a.F32(), c.b.F32()); diff > 1e-6 {
+				t.Errorf("rotary %d: %s differs by %g", rot, c.name, diff)
+			}
+		}
+	}
+}
+
+func TestRoPEWidthZeroIsIdentity(t *testing.T) {
+	be := backend(t)
+	x := random(rand.New(rand.NewPCG(5, 6)), 1, 3, 2, 16)
+	y := clone(x)
+	must(t, be.RoPENeoX(y, []int32{0, 9, 400}, 0, 1e7))
+	if maxDiff(x.F32(), y.F32()) != 0 {
+		t.Fatal("rotary width 0 changed the input")
+	}
+}
+
+func TestRoPERotatesPairs(t *testing.T) {
+	be := backend(t)
+	x := rt.New(rt.F32, 1, 1, 8)
+	copy(x.F32(), []float32{1, 0, 0, 0, 0, 0, 0, 0}) // rotary width 4: pairs (0,2), (1,3)
+	must(t, be.RoPENeoX(x, []int32{2}, 4, 10000))
+	// Pair (0, 2) at inverse frequency 1: angle 2.
+	want := []float32{float32(math.Cos(2)), 0, float32(math.Sin(2)), 0, 0, 0, 0, 0}
+	if d := maxDiff(x.F32(), want); d > 1e-6 {
+		t.Fatalf("got %v, want %v", x.F32(), want)
+	}
+}
+
+// deltaReference is the gated delta rule in float64, token by token.
+func deltaReference(q, k, v, g, beta, state *rt.Tensor) []float64 {
+	T, hk, dk := q.Dim(0), q.Dim(1), q.Dim(2)
+	hv, dv := v.Dim(1), v.Dim(2)
+	s := make([]float64, hv*dk*dv)
+	for i, x := range state.F32() {
+		s[i] = float64(x)
+	}
+	out := make([]float64, T*hv*dv)
+	scale := 1 / math.Sqrt(float64(dk))
+	for t := range T {
+		for h := range hv {
+			kh := h / (hv / hk)
+			qr := q.F32()[(t*hk+kh)*dk:][:dk]
+			kr := k.F32()[(t*hk+kh)*dk:][:dk]
+			vr := v.F32()[(t*hv+h)*dv:][:dv]
+			sh := s[h*dk*dv:][:dk*dv]
+			decay := math.Exp(float64(g.F32()[t*hv+h]))
+			b := float64(beta.F32()[t*hv+h])
+			for i := range sh {
+				sh[i] *= decay
+			}
+			for j := range dv {
+				var mem float64
+				for i := range dk {
+					mem += sh[i*dv+j] * float64(kr[i])
+				}
+				delta := (float64(vr[j]) - mem) * b
+				for i := range dk {
+					sh[i*dv+j] += float64(kr[i]) * delta
+				}
+				var o float64
+				for i := range dk {
+					o += sh[i*dv+j] * float64(qr[i]) * scale
+				}
+				out[(t*hv+h)*dv+j] = o
+			}
+		}
+	}
+	return out
+}
+
+func TestDeltaRuleChunkedAndRecurrentMatchReference(t *testing.T) {
+	be := backend(t)
+	rng := rand.New(rand.NewPCG(7, 8))
+	T, hk, hv, dk, dv := 37, 2, 4, 8, 6
+	unit := func(shape ...int) *rt.Tensor {
+		x := random(rng, 1, shape...)
+		y := rt.New(rt.F32, shape...)
+		must(t, be.L2Norm(y, x, 1e-6))
+		return y
+	}
+	q, k := unit(T, hk, dk), unit(T, hk, dk)
+	v := random(rng, 1, T, hv, dv)
+	g, beta := rt.New(rt.F32, T, hv), rt.New(rt.F32, T, hv)
+	for i := range g.F32() {
+		g.F32()[i] = -float32(rng.Float64()) * 0.5
+		beta.F32()[i] = float32(rng.Float64())
+	}
+	init := random(rng, 0.3, hv, dk, dv)
+	want := deltaReference(q, k, v, g, beta, init)
+	wantF := make([]float32, len(want))
+	for i, x := range want {
+		wantF[i] = float32(x)
+	}
+	for _, chunk := range []int{1, 5, 16, 64} {
+		out, st := rt.New(rt.F32, T, hv, dv), clone(init)
+		must(t, be.DeltaRuleChunked(out, q, k, v, g, beta, st, chunk))
+		if d := maxDiff(out.F32(), wantF); d > 1e-4 {
+			t.Errorf("chunk %d: max diff %g", chunk, d)
+		}
+	}
+	out, st := rt.New(rt.F32, T, hv, dv), clone(init)
+	must(t, be.DeltaRuleRecurrent(out, q, k, v, g, beta, st))
+	if d := maxDiff(out.F32(), wantF); d > 1e-4 {
+		t.Errorf("recurrent: max diff %g", d)
+	}
+	// The state a chunked pass leaves equals the recurrent one's.
+	st2 := clone(init)
+	must(t, be.DeltaRuleChunked(rt.New(rt.F32, T, hv, dv), q, k, v, g, beta, st2, 16))
+	if d := maxDiff(st.F32(), st2.F32()); d > 1e-4 {
+		t.Errorf("final states differ by %g", d)
+	}
+}
+
+func TestConvCarriesState(t *testing.T) {
+	be := backend(t)
+	rng := rand.New(rand.NewPCG(9, 10))
+	T, C, K := 9, 5, 4
+	x, w := random(rng, 1, T, C), random(rng, 1, C, K)
+	whole, st := rt.New(rt.F32, T, C), rt.New(rt.F32, K-1, C)
+	must(t, be.Conv1dCausal(whole, x, w, st))
+	// Reference: zero padding before the sequence.
+	for tt := range T {
+		for c := range C {
+			var s float64
+			for j := range K {
+				if src := tt - (K - 1) + j; src >= 0 {
+					s += float64(w.F32()[c*K+j]) * float64(x.F32()[src*C+c])
+				}
+			}
+			if d := math.Abs(s - float64(whole.F32()[tt*C+c])); d > 1e-5 {
+				t.Fatalf("t=%d c=%d: %v vs %v", tt, c, whole.F32()[tt*C+c], s)
+			}
+		}
+	}
+	// In pieces of 2, 1 and 6 tokens, carrying the state.
+	st2 := rt.New(rt.F32, K-1, C)
+	var pieces []float32
+	for _, r := range [][2]int{{0, 2}, {2, 3}, {3, 9}} {
+		xs, _ := x.Slice(0, r[0], r[1])
+		out := rt.New(rt.F32, r[1]-r[0], C)
+		must(t, be.Conv1dCausal(out, xs, w, st2))
+		pieces = append(pieces, out.F32()...)
+	}
+	if d := maxDiff(pieces, whole.F32()); d > 1e-6 {
+		t.Fatalf("pieces differ by %g", d)
+	}
+	if d := maxDiff(st.F32(), st2.F32()); d != 0 {
+		t.Fatalf("states differ by %g", d)
+	}
+}
+
+func TestAttentionMatchesReference(t *testing.T) {
+	be := backend(t)
+	rng := rand.New(rand.NewPCG(11, 12))
+	start, T, S, hq, hkv, d := 3, 4, 7, 4, 2, 8
+	q := random(rng, 1, T, hq, d)
+	k, v := random(rng, 1, S, hkv, d), random(rng, 1, S, hkv, d)
+	out := rt.New(rt.F32, T, hq, d)
+	scale := float32(1 / math.Sqrt(float64(d)))
+	must(t, be.Attention(out, q, k, v, start, scale))
+	for tt := range T {
+		for h := range hq {
+			kh := h / (hq / hkv)
+			n := start + tt + 1
+			sc := make([]float64, n)
+			var mx, sum float64 = math.Inf(-1), 0
+			for j := range n {
+				for c := range d {
+					sc[j] += float64(q.F32()[(tt*hq+h)*d+c]) * float64(k.F32()[(j*hkv+kh)*d+c])
+				}
+				sc[j] *= float64(scale)
+				mx = max(mx, sc[j])
+			}
+			for j := range sc {
+				sc[j] = math.Exp(sc[j] - mx)
+				sum += sc[j]
+			}
+			for c := range d {
+				var o float64
+				for j := range n {
+					o += sc[j] / sum * float64(v.F32()[(j*hkv+kh)*d+c])
+				}
+				if diff := math.Abs(o - float64(out.F32()[(tt*hq+h)*d+c])); diff > 1e-5 {
+					t.Fatalf("t=%d h=%d c=%d: diff %g", tt, h, c, diff)
+				}
+			}
+		}
+	}
+}
+
+func TestRouterTopK(t *testing.T) {
+	be := backend(t)
+	logits := rt.New(rt.F32, 2, 4)
+	copy(logits.F32(), []float32{0, 2, 1, -1, 3, 3, 0, 5})
+	ids, ws := make([]int32, 4), make([]float32, 4)
+	must(t, be.RouterTopK(ids, ws, logits, 2))
+	if ids[0] != 1 || ids[1] != 2 || ids[2] != 3 || ids[3] != 0 {
+		t.Fatalf("ids %v", ids)
+	}
+	e := math.Exp(1)
+	if math.Abs(float64(ws[0])-e/(e+1)) > 1e-6 || math.Abs(float64(ws[0]+ws[1])-1) > 1e-6 {
+		t.Fatalf("weights %v", ws)
+	}
+}
+
+func TestNormsAndGates(t *testing.T) {
+	be := backend(t)
+	x := rt.New(rt.F32, 1, 4)
+	copy(x.F32(), []float32{1, -2, 3, -4})
+	w := rt.New(rt.F32, 4)
+	copy(w.F32(), []float32{0.5, 0, -0.5, 1})
+	inv := 1 / math.Sqrt((1+4+9+16)/4.0+1e-6)
+	plain, offset := rt.New(rt.F32, 1, 4), rt.New(rt.F32, 1, 4)
+	must(t, be.RMSNorm(plain, x, w, 1e-6))
+	must(t, be.RMSNormOffset(offset, x, w, 1e-6))
+	for i, xv := range x.F32() {
+		wv := float64(w.F32()[i])
+		if math.Abs(float64(plain.F32()[i])-float64(xv)*inv*wv) > 1e-6 ||
+			math.Abs(float64(offset.F32()[i])-float64(xv)*inv*(1+wv)) > 1e-6 {
+			t.Fatalf("element %d: %v %v", i, plain.F32()[i], offset.F32()[i])
+		}
+	}
+	z := rt.New(rt.F32, 1, 4)
+	copy(z.F32(), []float32{0, 1, -1, 2})
+	gated := rt.New(rt.F32, 1, 4)
+	must(t, be.GatedRMSNorm(gated, x, z, w, 1e-6))
+	for i, xv := range x.F32() {
+		zv := float64(z.F32()[i])
+		want := float64(xv) * inv * float64(w.F32()[i]) * zv / (1 + math.Exp(-zv))
+		if math.Abs(float64(gated.F32()[i])-want) > 1e-6 {
+			t.Fatalf("gated %d: %v want %v", i, gated.F32()[i], want)
+		}
+	}
+	gate := rt.New(rt.F32, 1, 1)
+	gate.F32()[0] = 0.3
+	sm := rt.New(rt.F32, 1, 4)
+	must(t, be.SigmoidMul(sm, x, gate))
+	if s := 1 / (1 + math.Exp(-0.3)); math.Abs(float64(sm.F32()[3])+4*s) > 1e-6 {
+		t.Fatalf("broadcast sigmoid gate: %v", sm.F32())
+	}
+}
