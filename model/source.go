@@ -25,6 +25,8 @@ type Source interface {
 	Tensor(name string) (*rt.Tensor, error)
 	// Names lists every tensor, sorted.
 	Names() []string
+	// Where names the checkpoint, for error messages.
+	Where() string
 	Close() error
 }
 
@@ -70,4 +72,5 @@ func (s *Safetensors) Tensor(name string) (*rt.Tensor, error) {
 }
 
 func (s *Safetensors) Names() []string { return s.ckpt.Names() }
+func (s *Safetensors) Where() string   { return s.ckpt.Dir }
 func (s *Safetensors) Close() error    { return s.ckpt.Close() }

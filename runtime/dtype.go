@@ -107,4 +107,3 @@ func F32ToF16(f float32) uint16 {
 	}
 	return sign | uint16(half)
 }
-

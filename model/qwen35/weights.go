@@ -36,7 +36,7 @@ func (b *binder) err() error { return errors.Join(b.errs...) }
 func (b *binder) info(name string, shape []int) (model.TensorInfo, bool) {
 	info, ok := b.src.Info(name)
 	if !ok {
-		b.fail(fmt.Errorf("qwen35: %w: tensor %q is missing from the checkpoint", model.ErrTensor, name))
+		b.fail(fmt.Errorf("qwen35: %s: %w: tensor %q is missing from the checkpoint", b.src.Where(), model.ErrTensor, name))
 		return info, false
 	}
 	if info.DType == rt.DTypeInvalid {

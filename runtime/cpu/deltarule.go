@@ -8,12 +8,12 @@ import (
 
 // deltaHead is the view of one value head of a gated delta rule call.
 type deltaHead struct {
-	q, k, v, out     *rt.Tensor
-	g, beta          *rt.Tensor
-	h, kh            int       // value head, and the key head it reads
-	s                []float32 // state [dk][dv] of head h
-	dk, dv           int
-	scale            float32
+	q, k, v, out *rt.Tensor
+	g, beta      *rt.Tensor
+	h, kh        int       // value head, and the key head it reads
+	s            []float32 // state [dk][dv] of head h
+	dk, dv       int
+	scale        float32
 }
 
 func newDeltaHead(out, q, k, v, g, beta, state *rt.Tensor, h int) *deltaHead {

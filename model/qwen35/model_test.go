@@ -1,0 +1,177 @@
+package qwen35_test
+
+import (
+	"fmt"
+	"path/filepath"
+	"testing"
+
+	"github.com/govllm/govllm/internal/oracle"
+	"github.com/govllm/govllm/model/qwen35"
+	rt "github.com/govllm/govllm/runtime"
+	"github.com/govllm/govllm/runtime/cpu"
+)
+
+// tolerance is the bound on max |Δlogit| against transformers.
+const tolerance = 1e-3
+
+func registry(t testing.TB) *rt.Registry {
+	t.Helper()
+	reg := rt.NewRegistry()
+	if err := cpu.Register(reg); err != nil {
+		t.Fatal(err)
+	}
+	return reg
+}
+
+func load(t testing.TB, dir string, opts qwen35.Options) *qwen35.Model {
+	t.Helper()
+	m, err := qwen35.Load(dir, rt.NewBackend(registry(t), rt.CPU), opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { m.Close() })
+	return m
+}
+
+// run feeds ids chunk tokens at a time and returns all logits.
+func run(t testing.TB, m *qwen35.Model, ids []int32, chunk int) []float32 {
+	t.Helper()
+	st := m.NewState()
+	var out []float32
+	for lo := 0; lo < len(ids); lo += chunk {
+		lg, err := m.Forward(st, ids[lo:min(lo+chunk, len(ids))], qwen35.ForwardOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		out = append(out, lg.F32()[:lg.Len()]...)
+	}
+	return out
+}
+
+type mode struct {
+	name  string
+	chunk func(n int) int
+}
+
+var modes = []mode{
+	{"full", func(n int) int { return n }},
+	{"decode", func(int) int { return 1 }},
+	{"chunked:3", func(int) int { return 3 }},
+	{"chunked:7", func(int) int { return 7 }},
+	{"chunked:64", func(int) int { return 64 }},
+	{"chunked:100", func(int) int { return 100 }},
+}
+
+func TestLogitsMatchTransformers(t *testing.T) {
+	for _, name := range oracle.Fixtures {
+		fx := oracle.Load(t, name)
+		m := load(t, fx.Dir, qwen35.Options{})
+		for _, c := range fx.Cases {
+			want := oracle.ReadF32(t, c.Logits)
+			for _, md := range modes {
+				t.Run(fmt.Sprintf("%s/%s/%s", name, c.Name, md.name), func(t *testing.T) {
+					got := run(t, m, c.IDs, md.chunk(len(c.IDs)))
+					if len(got) != len(want) {
+						t.Fatalf("%d logits, want %d", len(got), len(want))
+					}
+					d, at := oracle.MaxDiff(got, want)
+					if d > tolerance {
+						v := m.Config.VocabSize
+						t.Errorf("max |Δlogit| %.3g at position %d, token %d (bound %g); %s",
+							d, at/v, at%v, tolerance, firstDifferingLayer(t, m, fx))
+					}
+				})
+			}
+		}
+	}
+}
+
+// firstDifferingLayer compares hidden states with transformers' to say
+// where a mismatch starts.
+func firstDifferingLayer(t *testing.T, m *qwen35.Model, fx *oracle.Fixture) string {
+	for _, c := range fx.Cases {
+		n := len(c.IDs)
+		if n != 1 && n != 7 {
+			continue
+		}
+		ref := oracle.ReadF32(t, filepath.Join(fx.Dir, fmt.Sprintf("hidden_len%d.f32", n)))
+		size := n * m.Config.HiddenSize
+		first := -1
+		var worst float64
+		_, err := m.Forward(m.NewState(), c.IDs, qwen35.ForwardOptions{Hidden: func(i int, h *rt.Tensor) {
+			d, _ := oracle.MaxDiff(h.F32()[:size], ref[i*size:(i+1)*size])
+			if d > 1e-4 && first < 0 {
+				first, worst = i, d
+			}
+		}})
+		if err != nil {
+			return "hidden-state check failed: " + err.Error()
+		}
+		if first >= 0 {
+			what := fmt.Sprintf("decoder layer %d", first-1)
+			if first == 0 {
+				what = "the embedding"
+			} else if first == m.Config.NumLayers {
+				what = "the last layer or the final norm"
+			}
+			return fmt.Sprintf("hidden states (len %d) first differ after %s by %.3g", n, what, worst)
+		}
+	}
+	return "hidden states of len1 and len7 agree to 1e-4"
+}
+
+func TestHiddenStatesMatchTransformers(t *testing.T) {
+	for _, name := range oracle.Fixtures {
+		fx := oracle.Load(t, name)
+		m := load(t, fx.Dir, qwen35.Options{})
+		if got := firstDifferingLayer(t, m, fx); got != "hidden states of len1 and len7 agree to 1e-4" {
+			t.Errorf("%s: %s", name, got)
+		}
+	}
+}
+
+func TestGreedyDecodeReproducesTransformers(t *testing.T) {
+	for _, name := range oracle.Fixtures {
+		fx := oracle.Load(t, name)
+		m := load(t, fx.Dir, qwen35.Options{})
+		st := m.NewState()
+		lg, err := m.Forward(st, fx.Greedy.Prompt, qwen35.ForwardOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		v := m.Config.VocabSize
+		var got []int32
+		for len(got) < len(fx.Greedy.Output) {
+			last := lg.F32()[(lg.Dim(0)-1)*v : lg.Dim(0)*v]
+			best := 0
+			for i, x := range last {
+				if x > last[best] {
+					best = i
+				}
+			}
+			got = append(got, int32(best))
+			if lg, err = m.Forward(st, []int32{int32(best)}, qwen35.ForwardOptions{}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		for i := range got {
+			if got[i] != fx.Greedy.Output[i] {
+				t.Errorf("%s: greedy token %d is %d, transformers %d (got %v)", name, i, got[i], fx.Greedy.Output[i], got)
+				break
+			}
+		}
+	}
+}
+
+// TestFusedAndCompositeAttentionAgree runs whole models both ways.
+func TestFusedAndCompositeAttentionAgree(t *testing.T) {
+	for _, name := range []string{"qwen35-dense", "qwen35-dense-norope"} {
+		fx := oracle.Load(t, name)
+		fused := load(t, fx.Dir, qwen35.Options{})
+		composite := load(t, fx.Dir, qwen35.Options{Composite: true})
+		ids := fx.Cases[2].IDs
+		if d, _ := oracle.MaxDiff(run(t, fused, ids, 9), run(t, composite, ids, 9)); d > 1e-6 {
+			t.Errorf("%s: fused and composite attention differ by %g", name, d)
+		}
+	}
+}
