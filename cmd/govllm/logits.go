@@ -5,11 +5,13 @@ import (
 	"encoding/binary"
 	"fmt"
 	"io"
+	"log/slog"
 	"math"
 	"os"
 	"sort"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/govllm/govllm/model/qwen35"
 	rt "github.com/govllm/govllm/runtime"
@@ -74,7 +76,15 @@ func loadModel(dir, device string, composite bool) (*qwen35.Model, error) {
 	if err != nil {
 		return nil, err
 	}
-	return qwen35.Load(dir, rt.NewBackend(reg, dev), qwen35.Options{Composite: composite})
+	start := time.Now()
+	m, err := qwen35.Load(dir, rt.NewBackend(reg, dev), qwen35.Options{Composite: composite})
+	if err != nil {
+		return nil, err
+	}
+	c := m.Config
+	slog.Info("model loaded", "dir", dir, "arch", c.Architecture, "layers", c.NumLayers, "moe", c.MoE,
+		"rotary_dim", c.RotaryDim, "device", dev, "elapsed", time.Since(start).Round(time.Millisecond))
+	return m, nil
 }
 
 func parseIDs(s string) ([]int32, error) {

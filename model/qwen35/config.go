@@ -244,6 +244,10 @@ func (c *Config) readRope(text *fields) {
 	}
 }
 
+// maxLayers bounds num_hidden_layers so that a corrupt config cannot make
+// the loader allocate without limit.
+const maxLayers = 1 << 12
+
 func (c *Config) readLayers(text *fields) {
 	if text.has("layer_types") {
 		var names []string
@@ -266,6 +270,10 @@ func (c *Config) readLayers(text *fields) {
 				return
 			}
 		}
+		return
+	}
+	if c.NumLayers > maxLayers {
+		text.fail("num_hidden_layers", "%d exceeds the limit of %d", c.NumLayers, maxLayers)
 		return
 	}
 	interval := text.int("full_attention_interval", 4, false)

@@ -175,3 +175,27 @@ func TestFusedAndCompositeAttentionAgree(t *testing.T) {
 		}
 	}
 }
+
+// BenchmarkDecode is one decode step of the h256 fixture after a 32-token
+// prompt (the state is reset every 256 steps to keep the length bounded).
+func BenchmarkDecode(b *testing.B) {
+	fx := oracle.Load(b, "qwen35-dense-h256-vlayout")
+	m := load(b, fx.Dir, qwen35.Options{})
+	prompt := fx.Cases[2].IDs[:32]
+	st := m.NewState()
+	b.ReportAllocs()
+	for i := 0; b.Loop(); i++ {
+		if i%256 == 0 {
+			b.StopTimer()
+			st = m.NewState()
+			if _, err := m.Forward(st, prompt, qwen35.ForwardOptions{}); err != nil {
+				b.Fatal(err)
+			}
+			b.StartTimer()
+		}
+		if _, err := m.Forward(st, []int32{7}, qwen35.ForwardOptions{}); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "tok/s")
+}
