@@ -8,6 +8,9 @@ require (
 )
 
 require (
+	github.com/ardanlabs/jinja v1.8.0 // indirect
+	github.com/dlclark/regexp2 v1.12.0 // indirect
 	github.com/inconshreveable/mousetrap v1.1.0 // indirect
 	github.com/spf13/pflag v1.0.9 // indirect
+	golang.org/x/text v0.44.0 // indirect
 )
