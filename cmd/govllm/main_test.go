@@ -2,8 +2,11 @@ package main
 
 import (
 	"bytes"
+	"encoding/json"
 	"errors"
+	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -12,6 +15,8 @@ import (
 	"github.com/govllm/govllm/model/qwen35"
 	rt "github.com/govllm/govllm/runtime"
 	"github.com/govllm/govllm/runtime/backends"
+	"github.com/govllm/govllm/tokenizer"
+	"github.com/govllm/govllm/tokenizer/chat"
 )
 
 func execute(t *testing.T, args ...string) (string, error) {
@@ -109,4 +114,135 @@ func TestOpsForModel(t *testing.T) {
 	if !marked {
 		t.Fatalf("listing does not mark the op missing:\n%s", buf.String())
 	}
+}
+
+func TestTokenizeDetokenizeTemplateCommands(t *testing.T) {
+	dir := filepath.Join(oracle.Dir(t), "..", "tokenizers", "qwen3")
+	run := func(stdin string, args ...string) string {
+		t.Helper()
+		cmd := newRootCmd()
+		var out bytes.Buffer
+		cmd.SetOut(&out)
+		cmd.SetErr(&out)
+		cmd.SetIn(strings.NewReader(stdin))
+		cmd.SetArgs(args)
+		if err := cmd.Execute(); err != nil {
+			t.Fatalf("%v: %v", args, err)
+		}
+		return out.String()
+	}
+	if got := run("{\"text\": \"Hello world\"}\n\n{\"text\": \"\"}\n", "tokenize", "--model", dir); got != "{\"ids\":[9707,1879]}\n{\"ids\":[]}\n" {
+		t.Errorf("tokenize: %q", got)
+	}
+	if got := run("", "tokenize", "--model", dir, "--text", "Hello world"); got != "{\"ids\":[9707,1879]}\n" {
+		t.Errorf("tokenize --text: %q", got)
+	}
+	if got := run(`{"ids": [9707, 1879, 151645]}`, "detokenize", "--model", dir, "--skip-special-tokens"); got != "{\"text\":\"Hello world\"}\n" {
+		t.Errorf("detokenize: %q", got)
+	}
+	var doc struct {
+		Cases []struct {
+			Messages            json.RawMessage `json:"messages"`
+			Tools               json.RawMessage `json:"tools"`
+			Kwargs              json.RawMessage `json:"kwargs"`
+			AddGenerationPrompt bool            `json:"add_generation_prompt"`
+			Rendered            string          `json:"rendered"`
+		}
+	}
+	raw, _ := os.ReadFile(filepath.Join(oracle.Dir(t), "chat_qwen35.json"))
+	json.Unmarshal(raw, &doc)
+	c := doc.Cases[len(doc.Cases)-1]
+	req, _ := json.Marshal(map[string]any{"messages": c.Messages, "tools": c.Tools, "add_generation_prompt": c.AddGenerationPrompt, "chat_template_kwargs": c.Kwargs})
+	tmpl := filepath.Join(oracle.Dir(t), "..", "templates", "qwen3.5.jinja")
+	if got := run(string(req), "template", "--model", dir, "--chat-template", tmpl); got != c.Rendered {
+		t.Errorf("template:\n got %q\nwant %q", got, c.Rendered)
+	}
+	for _, args := range [][]string{
+		{"tokenize", "--model", dir},
+		{"detokenize", "--model", dir},
+	} {
+		cmd := newRootCmd()
+		cmd.SetOut(&bytes.Buffer{})
+		cmd.SetIn(strings.NewReader("{\"text\": 1}\n"))
+		cmd.SetArgs(args)
+		if err := cmd.Execute(); err == nil {
+			t.Errorf("%v accepted a bad line", args)
+		}
+	}
+}
+
+// TestRunChatsGreedily: `govllm run` renders the chat prompt into the ids
+// transformers gives (tokenizer_oracle.json), then prints the text of the
+// greedy continuation, which the model package holds to transformers.
+func TestRunChatsGreedily(t *testing.T) {
+	fx := oracle.Load(t, "qwen35-dense")
+	var ref struct {
+		PromptIDs []int32 `json:"prompt_ids"`
+	}
+	raw, _ := os.ReadFile(filepath.Join(fx.Dir, "tokenizer_oracle.json"))
+	json.Unmarshal(raw, &ref)
+	tok, err := tokenizer.Load(fx.Dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmpl, err := chat.LoadTemplate(fx.Dir, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	prompt, err := tmpl.RenderString("def add(a, b):", nil)
+	if err != nil || !slices.Equal(tok.Encode(prompt), ref.PromptIDs) {
+		t.Fatalf("chat prompt %q does not encode to transformers' ids (%v)", prompt, err)
+	}
+	m, err := qwen35.Load(fx.Dir, rt.NewBackend(mustRegistry(t), rt.CPU), qwen35.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	stop := stopTokens(fx.Dir, m.Config, tok)
+	st, input, ids := m.NewState(), ref.PromptIDs, []int32(nil)
+	for range 12 {
+		lg, err := m.Forward(st, input, qwen35.ForwardOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		v := m.Config.VocabSize
+		row := lg.F32()[(lg.Dim(0)-1)*v : lg.Dim(0)*v]
+		next := int32(0)
+		for i, x := range row {
+			if x > row[next] {
+				next = int32(i)
+			}
+		}
+		if stop[next] {
+			break
+		}
+		ids = append(ids, next)
+		input = []int32{next}
+	}
+	want, _ := tok.Decode(ids, true)
+	out, err := execute(t, "run", "--model", fx.Dir, "--max-tokens", "12", "def add(a, b):")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if out != want+"\n" {
+		t.Fatalf("run printed %q, want %q", out, want+"\n")
+	}
+	seeded := func() string {
+		out, err := execute(t, "run", "--model", fx.Dir, "--max-tokens", "12", "--temperature", "0.8", "--seed", "7", "hi")
+		if err != nil {
+			t.Fatal(err)
+		}
+		return out
+	}
+	if a, b := seeded(), seeded(); a != b {
+		t.Fatalf("seeded runs differ: %q vs %q", a, b)
+	}
+}
+
+func mustRegistry(t *testing.T) *rt.Registry {
+	reg, err := backends.Registry()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return reg
 }

@@ -1,0 +1,53 @@
+package engine
+
+import (
+	"errors"
+	"testing"
+)
+
+func TestGreedyAndSeededSampling(t *testing.T) {
+	logits := []float32{0.1, 2, 1.9, -1}
+	greedy, _ := NewSampler(SamplingParams{})
+	if got := greedy.Sample(logits); got != 1 {
+		t.Fatalf("greedy picked %d", got)
+	}
+	seed := uint64(42)
+	draw := func() []int32 {
+		s, err := NewSampler(SamplingParams{Temperature: 1, Seed: &seed})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var out []int32
+		for range 64 {
+			out = append(out, s.Sample(logits))
+		}
+		return out
+	}
+	a, b := draw(), draw()
+	seen := map[int32]bool{}
+	for i := range a {
+		if a[i] != b[i] {
+			t.Fatalf("seeded draws differ at %d", i)
+		}
+		seen[a[i]] = true
+	}
+	if len(seen) < 2 {
+		t.Fatalf("temperature 1 drew only %v", seen)
+	}
+	topK, _ := NewSampler(SamplingParams{Temperature: 5, TopK: 1, Seed: &seed})
+	topP, _ := NewSampler(SamplingParams{Temperature: 1, TopP: 0.01, Seed: &seed})
+	minP, _ := NewSampler(SamplingParams{Temperature: 1, MinP: 0.99, Seed: &seed})
+	for range 32 {
+		if topK.Sample(logits) != 1 || topP.Sample(logits) != 1 || minP.Sample(logits) != 1 {
+			t.Fatal("top_k 1 / top_p 0.01 / min_p 0.99 left more than the best token")
+		}
+	}
+}
+
+func TestSamplingParamsValidate(t *testing.T) {
+	for _, p := range []SamplingParams{{Temperature: -1}, {TopK: -2}, {TopP: 1.5}, {MinP: 2}} {
+		if _, err := NewSampler(p); !errors.Is(err, ErrSampling) {
+			t.Errorf("%+v: err = %v", p, err)
+		}
+	}
+}
