@@ -20,10 +20,10 @@ type Tokenizer struct {
 	pre       *preTokenizer
 	model     *bpe
 	added     []*AddedToken
-	byFirst   map[byte][]*AddedToken // added tokens by first byte, longest first
-	tokens    []string               // id → token
-	special   []bool                 // id → is a special added token
-	decodeBL  bool                   // the decoder is ByteLevel
+	byFirst   [256][]*AddedToken // added tokens by first byte, longest first
+	tokens    []string           // id → token
+	special   []bool             // id → is a special added token
+	decodeBL  bool               // the decoder is ByteLevel
 }
 
 // AddedToken is an entry of tokenizer.json's added_tokens.
@@ -70,7 +70,7 @@ func FromJSON(raw []byte) (*Tokenizer, error) {
 		return nil, fmt.Errorf("%w: %v", ErrFormat, err)
 	}
 	wrap := func(err error) error { return fmt.Errorf("%w: %v", ErrFormat, err) }
-	t := &Tokenizer{byFirst: map[byte][]*AddedToken{}}
+	t := &Tokenizer{}
 	var err error
 	if t.normalize, err = newNormalizer(spec.Normalizer); err != nil {
 		return nil, wrap(err)
@@ -112,7 +112,7 @@ func FromJSON(raw []byte) (*Tokenizer, error) {
 		t.added = append(t.added, a)
 		t.byFirst[a.Content[0]] = append(t.byFirst[a.Content[0]], a)
 	}
-	for _, list := range t.byFirst {
+	for _, list := range &t.byFirst {
 		sort.SliceStable(list, func(i, j int) bool { return len(list[i].Content) > len(list[j].Content) })
 	}
 	return t, nil
@@ -170,7 +170,7 @@ func (t *Tokenizer) Encode(text string) []int32 {
 	if !utf8.ValidString(text) {
 		text = strings.ToValidUTF8(text, "\uFFFD")
 	}
-	var out []int32
+	out := make([]int32, 0, len(text)/3+1)
 	// Added tokens stored unnormalized are matched in the raw text, the
 	// others after normalization, as in Hugging Face's AddedVocabulary.
 	t.splitAdded(text, false, func(seg string, tok *AddedToken) {
