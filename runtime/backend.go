@@ -340,8 +340,9 @@ func (b *Backend) AttnPreamble(q, gate, qg, k, qNorm, kNorm *Tensor, positions [
 	return run(b, AttnPreamble, F32, c, ts, func(kern AttnPreambleKernel) { kern(q, gate, qg, k, qNorm, kNorm, positions, p) })
 }
 
-// KVWrite copies x [T, Hkv, D] into cache [S, Hkv, D] at rows start..start+T.
-func (b *Backend) KVWrite(cache, x *Tensor, start int) error {
+// KVWrite copies row i of x [T, Hkv, D] into row slots[i] of cache
+// [S, Hkv, D].
+func (b *Backend) KVWrite(cache, x *Tensor, slots []int32) error {
 	c := &check{}
 	ts := []*Tensor{cache, x}
 	if nonNil(ts...) {
@@ -349,18 +350,18 @@ func (b *Backend) KVWrite(cache, x *Tensor, start int) error {
 		c.rank("cache", cache, 3)
 		c.rank("x", x, 3)
 		c.contiguous("cache", cache)
-		c.contiguous("x", x)
+		c.rows("x", x)
 		if c.err == nil {
 			c.that(cache.shape[1] == x.shape[1] && cache.shape[2] == x.shape[2], "x %v does not fit cache %v", x.shape, cache.shape)
-			c.that(start >= 0 && start+x.shape[0] <= cache.shape[0], "rows %d..%d outside cache of %d", start, start+x.shape[0], cache.shape[0])
+			c.that(len(slots) == x.shape[0], "%d slots for %d rows", len(slots), x.shape[0])
+			checkRowIndex(c, slots, cache.shape[0])
 		}
 	}
-	return run(b, KVWrite, F32, c, ts, func(k KVWriteKernel) { k(cache, x, start) })
+	return run(b, KVWrite, F32, c, ts, func(k KVWriteKernel) { k(cache, x, slots) })
 }
 
-// Attention is causal GQA: query t of q [T, Hq, D] is at position start+t
-// and attends to rows 0..start+t of k and v [S, Hkv, D].
-func (b *Backend) Attention(dst, q, k, v *Tensor, start int, scale float32) error {
+// Attention is causal GQA over a paged cache for the sequences seqs.
+func (b *Backend) Attention(dst, q, k, v *Tensor, seqs []AttnSeq, blockSize int, scale float32) error {
 	c := &check{}
 	ts := []*Tensor{dst, q, k, v}
 	if nonNil(ts...) {
@@ -374,10 +375,19 @@ func (b *Backend) Attention(dst, q, k, v *Tensor, start int, scale float32) erro
 			c.sameShape("k", k, "v", v)
 			c.that(k.shape[2] == q.shape[2], "k head dim %d, q head dim %d", k.shape[2], q.shape[2])
 			c.that(k.shape[1] > 0 && q.shape[1]%k.shape[1] == 0, "%d query heads over %d kv heads", q.shape[1], k.shape[1])
-			c.that(start >= 0 && start+q.shape[0] <= k.shape[0], "positions %d..%d beyond %d cached rows", start, start+q.shape[0], k.shape[0])
+			c.that(blockSize > 0 && k.shape[0]%blockSize == 0, "cache of %d rows in blocks of %d", k.shape[0], blockSize)
+			for i, s := range seqs {
+				if c.err != nil {
+					break
+				}
+				c.that(s.Row >= 0 && s.Len >= 0 && s.Row+s.Len <= q.shape[0] && s.Start >= 0,
+					"sequence %d: rows %d..%d of %d", i, s.Row, s.Row+s.Len, q.shape[0])
+				c.that(len(s.Blocks)*blockSize >= s.Start+s.Len, "sequence %d: %d blocks for %d positions", i, len(s.Blocks), s.Start+s.Len)
+				checkRowIndex(c, s.Blocks, k.shape[0]/max(blockSize, 1))
+			}
 		}
 	}
-	return run(b, Attention, F32, c, ts, func(kern AttentionKernel) { kern(dst, q, k, v, start, scale) })
+	return run(b, Attention, F32, c, ts, func(kern AttentionKernel) { kern(dst, q, k, v, seqs, blockSize, scale) })
 }
 
 // Conv1dCausal is the causal depthwise convolution of x [T, C] by w [C, K],
@@ -497,8 +507,8 @@ func (b *Backend) RouterTopK(ids []int32, weights []float32, logits *Tensor, k i
 	return run(b, RouterTopK, F32, c, ts, func(kern RouterTopKKernel) { kern(ids, weights, logits, k) })
 }
 
-// MoEGather copies rows[i] of x [T, H] into row i of dst [len(rows), H].
-func (b *Backend) MoEGather(dst, x *Tensor, rows []int32) error {
+// GatherRows copies rows[i] of x [T, H] into row i of dst [len(rows), H].
+func (b *Backend) GatherRows(dst, x *Tensor, rows []int32) error {
 	c := &check{}
 	ts := []*Tensor{dst, x}
 	if nonNil(ts...) {
@@ -512,7 +522,7 @@ func (b *Backend) MoEGather(dst, x *Tensor, rows []int32) error {
 			checkRowIndex(c, rows, x.shape[0])
 		}
 	}
-	return run(b, MoEGather, F32, c, ts, func(k MoEGatherKernel) { k(dst, x, rows) })
+	return run(b, GatherRows, F32, c, ts, func(k GatherRowsKernel) { k(dst, x, rows) })
 }
 
 // MoEScatterAdd adds weights[i] · row i of src into row rows[i] of dst.

@@ -34,12 +34,14 @@ type (
 	// AttnPreambleKernel is split_query_gate, rms_norm_offset of q and k and
 	// rope_neox of q and k in one pass; k is updated in place.
 	AttnPreambleKernel func(q, gate, qg, k, qNorm, kNorm *Tensor, positions []int32, p PreambleParams)
-	// KVWriteKernel copies x [T, Hkv, D] into cache [S, Hkv, D] at row start.
-	KVWriteKernel func(cache, x *Tensor, start int)
-	// AttentionKernel is causal grouped-query attention with an f32 softmax:
-	// query t of q [T, Hq, D] sits at position start+t and attends to rows
-	// 0..start+t of k, v [S, Hkv, D]; dst is [T, Hq, D].
-	AttentionKernel func(dst, q, k, v *Tensor, start int, scale float32)
+	// KVWriteKernel copies row i of x [T, Hkv, D] into row slots[i] of the
+	// paged cache [blocks·blockSize, Hkv, D].
+	KVWriteKernel func(cache, x *Tensor, slots []int32)
+	// AttentionKernel is causal grouped-query attention with an f32 softmax
+	// over a paged cache, for several sequences at once: the rows of each
+	// AttnSeq in q [N, Hq, D] attend to their sequence's keys and values in
+	// k, v [blocks·blockSize, Hkv, D]; dst is [N, Hq, D].
+	AttentionKernel func(dst, q, k, v *Tensor, seqs []AttnSeq, blockSize int, scale float32)
 	// Conv1dKernel is a causal depthwise convolution of x [T, C] with
 	// w [C, K] (no activation: silu is its own op); state [K-1, C] holds the inputs before x
 	// and is advanced past x.
@@ -59,11 +61,19 @@ type (
 	// RouterTopKKernel takes a softmax over each row of logits [T, E], keeps
 	// the k largest and renormalises them to sum to one.
 	RouterTopKKernel func(ids []int32, weights []float32, logits *Tensor, k int)
-	// MoEGatherKernel copies rows[i] of x into row i of dst.
-	MoEGatherKernel func(dst, x *Tensor, rows []int32)
+	// GatherRowsKernel copies row rows[i] of x into row i of dst.
+	GatherRowsKernel func(dst, x *Tensor, rows []int32)
 	// MoEScatterAddKernel adds weights[i]·src row i into dst row rows[i].
 	MoEScatterAddKernel func(dst, src *Tensor, rows []int32, weights []float32)
 )
+
+// AttnSeq is one sequence of an attention call: rows Row..Row+Len of q are
+// at positions Start..Start+Len, and position p of the sequence is cache row
+// Blocks[p/blockSize]·blockSize + p%blockSize.
+type AttnSeq struct {
+	Row, Len, Start int
+	Blocks          []int32
+}
 
 // PreambleParams are the scalars of the fused attention preamble.
 type PreambleParams struct {
@@ -94,6 +104,6 @@ var (
 	DeltaRuleChunked   = Def[DeltaRuleChunkedKernel]{OpDeltaRuleChunked}
 	DeltaRuleRecurrent = Def[DeltaRuleRecurrentKernel]{OpDeltaRuleRecurrent}
 	RouterTopK         = Def[RouterTopKKernel]{OpRouterTopK}
-	MoEGather          = Def[MoEGatherKernel]{OpMoEGather}
+	GatherRows          = Def[GatherRowsKernel]{OpGatherRows}
 	MoEScatterAdd      = Def[MoEScatterAddKernel]{OpMoEScatterAdd}
 )

@@ -29,7 +29,7 @@ const (
 	OpDeltaRuleChunked               // delta_rule_chunked
 	OpDeltaRuleRecurrent             // delta_rule_recurrent
 	OpRouterTopK                     // moe_router_topk
-	OpMoEGather                      // moe_gather
+	OpGatherRows                     // gather_rows
 	OpMoEScatterAdd                  // moe_scatter_add
 	opCount
 )

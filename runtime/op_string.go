@@ -29,7 +29,7 @@ func _() {
 	_ = x[OpDeltaRuleChunked-18]
 	_ = x[OpDeltaRuleRecurrent-19]
 	_ = x[OpRouterTopK-20]
-	_ = x[OpMoEGather-21]
+	_ = x[OpGatherRows-21]
 	_ = x[OpMoEScatterAdd-22]
 	_ = x[opCount-23]
 }

@@ -27,29 +27,8 @@ func bindAttention(b *binder, prefix string, c *Config) *Attention {
 	}
 }
 
-// kvCache holds one attention layer's keys and values, [capacity, Hkv, D].
-type kvCache struct{ k, v *rt.Tensor }
-
-// reserve grows the cache to hold n rows, keeping what it has.
-func (c *kvCache) reserve(n, heads, dim int) {
-	if c.k != nil && c.k.Dim(0) >= n {
-		return
-	}
-	capacity := max(n, 64)
-	if c.k != nil {
-		capacity = max(capacity, 2*c.k.Dim(0))
-	}
-	k, v := rt.New(rt.F32, capacity, heads, dim), rt.New(rt.F32, capacity, heads, dim)
-	if c.k != nil {
-		copy(k.F32(), c.k.F32())
-		copy(v.F32(), c.v.F32())
-	}
-	c.k, c.v = k, v
-}
-
-func (a *Attention) forward(be *rt.Backend, c *Config, out, x *rt.Tensor, kv *kvCache, positions []int32, fused bool) error {
+func (a *Attention) forward(be *rt.Backend, c *Config, out, x, kCache, vCache *rt.Tensor, b *batch, fused bool) error {
 	t, d, hq, hkv := x.Dim(0), c.HeadDim, c.NumHeads, c.NumKVHeads
-	start := int(positions[0])
 	qg := rt.New(rt.F32, t, hq, 2*d)
 	k := rt.New(rt.F32, t, hkv, d)
 	v := rt.New(rt.F32, t, hkv, d)
@@ -65,23 +44,20 @@ func (a *Attention) forward(be *rt.Backend, c *Config, out, x *rt.Tensor, kv *kv
 	q, gate := rt.New(rt.F32, t, hq, d), rt.New(rt.F32, t, hq, d)
 	if fused {
 		p := rt.PreambleParams{RotaryDim: c.RotaryDim, Theta: c.RopeTheta, Eps: c.RMSNormEps}
-		if err := be.AttnPreamble(q, gate, qg, k, a.QNorm, a.KNorm, positions, p); err != nil {
+		if err := be.AttnPreamble(q, gate, qg, k, a.QNorm, a.KNorm, b.positions, p); err != nil {
 			return err
 		}
-	} else if err := a.composite(be, c, q, gate, qg, k, positions); err != nil {
+	} else if err := a.composite(be, c, q, gate, qg, k, b.positions); err != nil {
 		return err
 	}
-	kv.reserve(start+t, hkv, d)
-	if err := be.KVWrite(kv.k, k, start); err != nil {
+	if err := be.KVWrite(kCache, k, b.kvSlots); err != nil {
 		return err
 	}
-	if err := be.KVWrite(kv.v, v, start); err != nil {
+	if err := be.KVWrite(vCache, v, b.kvSlots); err != nil {
 		return err
 	}
-	keys, _ := kv.k.Slice(0, 0, start+t)
-	values, _ := kv.v.Slice(0, 0, start+t)
 	o := rt.New(rt.F32, t, hq, d)
-	if err := be.Attention(o, q, keys, values, start, float32(1/math.Sqrt(float64(d)))); err != nil {
+	if err := be.Attention(o, q, kCache, vCache, b.attn, b.blockSize, float32(1/math.Sqrt(float64(d)))); err != nil {
 		return err
 	}
 	if err := be.SigmoidMul(o, o, gate); err != nil {

@@ -34,21 +34,7 @@ func bindDeltaNet(b *binder, prefix string, c *Config) *DeltaNet {
 	}
 }
 
-// deltaState is one DeltaNet layer's carried state.
-type deltaState struct {
-	conv *rt.Tensor // [K-1, 2·Kd+Vd]: the last inputs of the conv
-	rec  *rt.Tensor // [Hv, Dk, Dv]
-}
-
-func newDeltaState(c *Config) *deltaState {
-	conv := 2*c.LinKeyHeads*c.LinKeyDim + c.LinValueHeads*c.LinValueDim
-	return &deltaState{
-		conv: rt.New(rt.F32, c.ConvKernel-1, conv),
-		rec:  rt.New(rt.F32, c.LinValueHeads, c.LinKeyDim, c.LinValueDim),
-	}
-}
-
-func (n *DeltaNet) forward(be *rt.Backend, c *Config, out, x *rt.Tensor, st *deltaState) error {
+func (n *DeltaNet) forward(be *rt.Backend, c *Config, out, x *rt.Tensor, cache *Cache, layer int, b *batch) error {
 	t := x.Dim(0)
 	hk, hv, dk, dv := c.LinKeyHeads, c.LinValueHeads, c.LinKeyDim, c.LinValueDim
 	kd, vd := hk*dk, hv*dv
@@ -61,8 +47,14 @@ func (n *DeltaNet) forward(be *rt.Backend, c *Config, out, x *rt.Tensor, st *del
 		}
 	}
 	mixed := rt.New(rt.F32, t, 2*kd+vd)
-	if err := be.Conv1dCausal(mixed, qkv, n.Conv, st.conv); err != nil {
-		return err
+	for si, s := range b.seqs { // the conv carries state per sequence
+		conv, _ := cache.slot(layer, s.Slot)
+		r0, r1 := b.rows[si], b.rows[si]+len(s.Tokens)
+		dst, _ := mixed.Slice(0, r0, r1)
+		src, _ := qkv.Slice(0, r0, r1)
+		if err := be.Conv1dCausal(dst, src, n.Conv, conv); err != nil {
+			return err
+		}
 	}
 	if err := be.SiLU(mixed, mixed); err != nil {
 		return err
@@ -83,14 +75,19 @@ func (n *DeltaNet) forward(be *rt.Backend, c *Config, out, x *rt.Tensor, st *del
 	}
 	core := rt.New(rt.F32, t, hv, dv)
 	v := vView.MustReshape(t, hv, dv)
-	var err error
-	if t == 1 {
-		err = be.DeltaRuleRecurrent(core, q, k, v, g, beta, st.rec)
-	} else {
-		err = be.DeltaRuleChunked(core, q, k, v, g, beta, st.rec, chunkLen)
-	}
-	if err != nil {
-		return err
+	for si, s := range b.seqs {
+		_, rec := cache.slot(layer, s.Slot)
+		r0, r1 := b.rows[si], b.rows[si]+len(s.Tokens)
+		rows := func(x *rt.Tensor) *rt.Tensor { v, _ := x.Slice(0, r0, r1); return v }
+		var err error
+		if r1-r0 == 1 {
+			err = be.DeltaRuleRecurrent(rows(core), rows(q), rows(k), rows(v), rows(g), rows(beta), rec)
+		} else {
+			err = be.DeltaRuleChunked(rows(core), rows(q), rows(k), rows(v), rows(g), rows(beta), rec, chunkLen)
+		}
+		if err != nil {
+			return err
+		}
 	}
 	if err := be.GatedRMSNorm(core, core, z.MustReshape(t, hv, dv), n.Norm, c.RMSNormEps); err != nil {
 		return err

@@ -172,96 +172,160 @@ func unusedTensors(src model.Source, used map[string]bool) []string {
 	return out
 }
 
-// State is one sequence's cache: keys and values of the attention layers
-// and conv and recurrent state of the DeltaNet layers. Forward extends it.
-type State struct {
-	Pos    int // tokens consumed so far
-	kv     []*kvCache
-	deltas []*deltaState
-}
+// LogitsMode picks the positions of a sequence that get logits.
+type LogitsMode uint8
 
-// NewState returns an empty sequence state.
-func (m *Model) NewState() *State {
-	s := &State{kv: make([]*kvCache, len(m.Layers)), deltas: make([]*deltaState, len(m.Layers))}
-	for i, l := range m.Layers {
-		if l.Kind == FullAttention {
-			s.kv[i] = &kvCache{}
-		} else {
-			s.deltas[i] = newDeltaState(m.Config)
-		}
-	}
-	return s
+const (
+	NoLogits   LogitsMode = iota // a prefill chunk that samples nothing
+	LastLogits                   // the last position (sampling)
+	AllLogits                    // every position (scoring, prompt logprobs)
+)
+
+// Seq is one sequence of a batched forward: Tokens at positions
+// Start..Start+len(Tokens), keys and values in the cache blocks Blocks
+// (which cover positions 0..Start+len(Tokens)), DeltaNet state in Slot.
+type Seq struct {
+	Tokens []int32
+	Start  int
+	Blocks []int32
+	Slot   int
+	Logits LogitsMode
 }
 
 // ForwardOptions observe a forward pass.
 type ForwardOptions struct {
 	// Hidden, if set, receives the embedding output (index 0), the output
 	// of each decoder layer (1..L-1) and the final-norm output (L), as
-	// transformers' output_hidden_states gives them.
+	// transformers' output_hidden_states gives them, for all rows of the
+	// batch. The tensor is only valid during the call.
 	Hidden func(index int, h *rt.Tensor)
 }
 
-// ErrInput is wrapped by errors about the token ids given to Forward.
+// ErrInput is wrapped by errors about the sequences given to a forward.
 var ErrInput = errors.New("invalid input")
 
-// Forward runs ids through the model after the tokens already in st and
-// returns logits [len(ids), vocab].
-func (m *Model) Forward(st *State, ids []int32, fo ForwardOptions) (*rt.Tensor, error) {
-	c := m.Config
-	if len(ids) == 0 {
-		return nil, fmt.Errorf("qwen35: %w: no token ids", ErrInput)
+// batch is what the layers need to know about a batch of sequences.
+type batch struct {
+	seqs      []Seq
+	rows      []int        // first row of each sequence
+	positions []int32      // per row
+	kvSlots   []int32      // cache row of each row
+	attn      []rt.AttnSeq // per sequence
+	logitRows []int32      // rows that get logits
+	blockSize int
+}
+
+func (m *Model) plan(c *Cache, seqs []Seq) (*batch, error) {
+	if len(seqs) == 0 {
+		return nil, fmt.Errorf("qwen35: %w: an empty batch", ErrInput)
 	}
-	for i, id := range ids {
-		if id < 0 || int(id) >= c.VocabSize {
-			return nil, fmt.Errorf("qwen35: %w: token id %d at index %d is outside the vocabulary of %d", ErrInput, id, i, c.VocabSize)
+	b := &batch{seqs: seqs, blockSize: c.BlockSize}
+	row := 0
+	for si, s := range seqs {
+		if len(s.Tokens) == 0 {
+			return nil, fmt.Errorf("qwen35: %w: sequence %d has no tokens", ErrInput, si)
 		}
+		for i, id := range s.Tokens {
+			if id < 0 || int(id) >= m.Config.VocabSize {
+				return nil, fmt.Errorf("qwen35: %w: sequence %d: token id %d at index %d is outside the vocabulary of %d", ErrInput, si, id, i, m.Config.VocabSize)
+			}
+		}
+		end := s.Start + len(s.Tokens)
+		if s.Start < 0 || len(s.Blocks)*c.BlockSize < end {
+			return nil, fmt.Errorf("qwen35: %w: sequence %d: %d blocks of %d cannot hold %d positions", ErrInput, si, len(s.Blocks), c.BlockSize, end)
+		}
+		for _, blk := range s.Blocks {
+			if blk < 0 || int(blk) >= c.NumBlocks {
+				return nil, fmt.Errorf("qwen35: %w: sequence %d: block %d outside the cache of %d", ErrInput, si, blk, c.NumBlocks)
+			}
+		}
+		if s.Slot < 0 || s.Slot >= c.NumSlots {
+			return nil, fmt.Errorf("qwen35: %w: sequence %d: state slot %d outside %d slots", ErrInput, si, s.Slot, c.NumSlots)
+		}
+		b.rows = append(b.rows, row)
+		b.attn = append(b.attn, rt.AttnSeq{Row: row, Len: len(s.Tokens), Start: s.Start, Blocks: s.Blocks})
+		for i := range s.Tokens {
+			p := s.Start + i
+			b.positions = append(b.positions, int32(p))
+			b.kvSlots = append(b.kvSlots, s.Blocks[p/c.BlockSize]*int32(c.BlockSize)+int32(p%c.BlockSize))
+		}
+		switch s.Logits {
+		case LastLogits:
+			b.logitRows = append(b.logitRows, int32(row+len(s.Tokens)-1))
+		case AllLogits:
+			for i := range s.Tokens {
+				b.logitRows = append(b.logitRows, int32(row+i))
+			}
+		}
+		row += len(s.Tokens)
 	}
-	t, h := len(ids), c.HiddenSize
-	positions := make([]int32, t)
-	for i := range positions {
-		positions[i] = int32(st.Pos + i)
+	return b, nil
+}
+
+// ForwardBatch runs one step over several sequences, their tokens
+// concatenated without padding, and returns the logits of the rows their
+// LogitsMode asks for, in order: [rows, vocab], or nil if none.
+func (m *Model) ForwardBatch(c *Cache, seqs []Seq, fo ForwardOptions) (*rt.Tensor, error) {
+	b, err := m.plan(c, seqs)
+	if err != nil {
+		return nil, err
 	}
-	x := rt.New(rt.F32, t, h)
+	cfg := m.Config
+	n, h := len(b.positions), cfg.HiddenSize
+	ids := make([]int32, 0, n)
+	for _, s := range seqs {
+		ids = append(ids, s.Tokens...)
+	}
+	x := rt.New(rt.F32, n, h)
 	if err := m.be.Embedding(x, m.Embed, ids); err != nil {
 		return nil, fmt.Errorf("qwen35: embedding: %w", err)
 	}
 	if fo.Hidden != nil {
 		fo.Hidden(0, x)
 	}
-	normed, mixed := rt.New(rt.F32, t, h), rt.New(rt.F32, t, h)
+	normed, mixed := rt.New(rt.F32, n, h), rt.New(rt.F32, n, h)
 	for i := range m.Layers {
-		if err := m.layer(i, st, x, normed, mixed, positions); err != nil {
+		if err := m.layer(i, c, b, x, normed, mixed); err != nil {
 			return nil, fmt.Errorf("qwen35: layer %d (%s): %w", i, m.Layers[i].Kind, err)
 		}
 		if fo.Hidden != nil && i < len(m.Layers)-1 {
 			fo.Hidden(i+1, x)
 		}
 	}
-	if err := m.be.RMSNormOffset(normed, x, m.Norm, c.RMSNormEps); err != nil {
+	if err := m.be.RMSNormOffset(normed, x, m.Norm, cfg.RMSNormEps); err != nil {
 		return nil, fmt.Errorf("qwen35: final norm: %w", err)
 	}
 	if fo.Hidden != nil {
 		fo.Hidden(len(m.Layers), normed)
 	}
-	logits := rt.New(rt.F32, t, c.VocabSize)
-	if err := m.be.MatMul(logits, normed, m.LMHead); err != nil {
+	if len(b.logitRows) == 0 {
+		return nil, nil
+	}
+	last := normed
+	if len(b.logitRows) < n {
+		last = rt.New(rt.F32, len(b.logitRows), h)
+		if err := m.be.GatherRows(last, normed, b.logitRows); err != nil {
+			return nil, fmt.Errorf("qwen35: lm_head rows: %w", err)
+		}
+	}
+	logits := rt.New(rt.F32, len(b.logitRows), cfg.VocabSize)
+	if err := m.be.MatMul(logits, last, m.LMHead); err != nil {
 		return nil, fmt.Errorf("qwen35: lm_head: %w", err)
 	}
-	st.Pos += t
 	return logits, nil
 }
 
 // layer updates x in place: x += mixer(norm(x)); x += ffn(norm(x)).
-func (m *Model) layer(i int, st *State, x, normed, out *rt.Tensor, positions []int32) error {
-	l, c, be := &m.Layers[i], m.Config, m.be
-	if err := be.RMSNormOffset(normed, x, l.InputNorm, c.RMSNormEps); err != nil {
+func (m *Model) layer(i int, c *Cache, b *batch, x, normed, out *rt.Tensor) error {
+	l, cfg, be := &m.Layers[i], m.Config, m.be
+	if err := be.RMSNormOffset(normed, x, l.InputNorm, cfg.RMSNormEps); err != nil {
 		return err
 	}
 	var err error
 	if l.Kind == FullAttention {
-		err = l.Attention.forward(be, c, out, normed, st.kv[i], positions, m.fused)
+		err = l.Attention.forward(be, cfg, out, normed, c.k[i], c.v[i], b, m.fused)
 	} else {
-		err = l.DeltaNet.forward(be, c, out, normed, st.deltas[i])
+		err = l.DeltaNet.forward(be, cfg, out, normed, c, i, b)
 	}
 	if err != nil {
 		return err
@@ -269,7 +333,7 @@ func (m *Model) layer(i int, st *State, x, normed, out *rt.Tensor, positions []i
 	if err := be.Add(x, x, out); err != nil {
 		return err
 	}
-	if err := be.RMSNormOffset(normed, x, l.PostNorm, c.RMSNormEps); err != nil {
+	if err := be.RMSNormOffset(normed, x, l.PostNorm, cfg.RMSNormEps); err != nil {
 		return err
 	}
 	if l.MoE != nil {
@@ -281,4 +345,40 @@ func (m *Model) layer(i int, st *State, x, normed, out *rt.Tensor, positions []i
 		return err
 	}
 	return be.Add(x, x, out)
+}
+
+// State is one sequence on a private, growing cache: the simple API for
+// running a single sequence (the CLI's logits command, tests).
+type State struct {
+	Pos    int // tokens consumed so far
+	cache  *Cache
+	blocks []int32
+}
+
+const stateBlockSize = 64
+
+// NewState returns an empty sequence state.
+func (m *Model) NewState() *State {
+	return &State{cache: m.NewCache(stateBlockSize, 0, 1)}
+}
+
+// Forward runs ids after the tokens already in st and returns logits
+// [len(ids), vocab].
+func (m *Model) Forward(st *State, ids []int32, fo ForwardOptions) (*rt.Tensor, error) {
+	if len(ids) == 0 {
+		return nil, fmt.Errorf("qwen35: %w: no token ids", ErrInput)
+	}
+	need := (st.Pos + len(ids) + stateBlockSize - 1) / stateBlockSize
+	if need > st.cache.NumBlocks {
+		st.cache = st.cache.grow(max(need, 2*st.cache.NumBlocks))
+	}
+	for len(st.blocks) < need {
+		st.blocks = append(st.blocks, int32(len(st.blocks)))
+	}
+	logits, err := m.ForwardBatch(st.cache, []Seq{{Tokens: ids, Start: st.Pos, Blocks: st.blocks, Logits: AllLogits}}, fo)
+	if err != nil {
+		return nil, err
+	}
+	st.Pos += len(ids)
+	return logits, nil
 }

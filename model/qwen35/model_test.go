@@ -199,3 +199,55 @@ func BenchmarkDecode(b *testing.B) {
 	}
 	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "tok/s")
 }
+
+// TestBatchedForwardMatchesTransformers runs several cases as one batch on
+// a shared paged cache (blocks interleaved), in two steps, and checks every
+// row against transformers.
+func TestBatchedForwardMatchesTransformers(t *testing.T) {
+	for _, name := range []string{"qwen35-dense", "qwen35moe"} {
+		fx := oracle.Load(t, name)
+		m := load(t, fx.Dir, qwen35.Options{})
+		const bs = 16
+		cache := m.NewCache(bs, 64, len(fx.Cases))
+		v := m.Config.VocabSize
+		next := int32(0)
+		blocks := make([][]int32, len(fx.Cases))
+		got := make([][]float32, len(fx.Cases))
+		// Step 1: the first half of every case; step 2: the rest.
+		for step := range 2 {
+			var seqs []qwen35.Seq
+			var which []int
+			for i, c := range fx.Cases {
+				half := (len(c.IDs) + 1) / 2
+				lo, hi := 0, half
+				if step == 1 {
+					lo, hi = half, len(c.IDs)
+				}
+				if lo == hi {
+					continue
+				}
+				for len(blocks[i])*bs < hi {
+					blocks[i] = append(blocks[i], next)
+					next++
+				}
+				seqs = append(seqs, qwen35.Seq{Tokens: c.IDs[lo:hi], Start: lo, Blocks: blocks[i], Slot: i, Logits: qwen35.AllLogits})
+				which = append(which, i)
+			}
+			lg, err := m.ForwardBatch(cache, seqs, qwen35.ForwardOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			row := 0
+			for j, i := range which {
+				n := len(seqs[j].Tokens)
+				got[i] = append(got[i], lg.F32()[row*v:(row+n)*v]...)
+				row += n
+			}
+		}
+		for i, c := range fx.Cases {
+			if d, _ := oracle.MaxDiff(got[i], oracle.ReadF32(t, c.Logits)); d > tolerance {
+				t.Errorf("%s %s: batched max |Δlogit| %g", name, c.Name, d)
+			}
+		}
+	}
+}

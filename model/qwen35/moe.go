@@ -68,7 +68,7 @@ func (m *MoE) forward(be *rt.Backend, out, x *rt.Tensor) error {
 			continue
 		}
 		xe, ye := rt.New(rt.F32, n, h), rt.New(rt.F32, n, h)
-		if err := be.MoEGather(xe, x, rows[id]); err != nil {
+		if err := be.GatherRows(xe, x, rows[id]); err != nil {
 			return err
 		}
 		if err := m.Experts[id].forward(be, ye, xe); err != nil {

@@ -86,44 +86,69 @@ func attnPreamble(q, gate, qg, k, qNorm, kNorm *rt.Tensor, positions []int32, p 
 	})
 }
 
-func kvWrite(cache, x *rt.Tensor, start int) {
-	n := x.Len()
-	copy(cache.F32()[start*cache.Dim(1)*cache.Dim(2):][:n], x.F32()[:n])
+func kvWrite(cache, x *rt.Tensor, slots []int32) {
+	width := cache.Dim(1) * cache.Dim(2)
+	cs := cache.F32()
+	for i, slot := range slots {
+		for h := range x.Dim(1) {
+			copy(cs[int(slot)*width+h*cache.Dim(2):][:cache.Dim(2)], row(x, i*x.Dim(1)+h))
+		}
+	}
 }
 
 // attention computes one (token, head) row per task: scores against the
 // visible keys, an f32 softmax, then the weighted sum of values.
-func attention(dst, q, k, v *rt.Tensor, start int, scale float32) {
-	tq, hq, d := q.Dim(0), q.Dim(1), q.Dim(2)
+func attention(dst, q, k, v *rt.Tensor, seqs []rt.AttnSeq, blockSize int, scale float32) {
+	hq, d := q.Dim(1), q.Dim(2)
 	hkv := k.Dim(1)
 	group := hq / hkv
-	parallelFor(tq*hq, 1, func(lo, hi int) {
-		scores := make([]float32, start+tq)
+	type task struct {
+		seq *rt.AttnSeq
+		t   int // row within the sequence
+	}
+	var tasks []task
+	longest := 0
+	for i := range seqs {
+		s := &seqs[i]
+		for t := range s.Len {
+			tasks = append(tasks, task{s, t})
+		}
+		longest = max(longest, s.Start+s.Len)
+	}
+	ks, vs := k.F32(), v.F32()
+	kvWidth := hkv * d
+	parallelFor(len(tasks)*hq, 1, func(lo, hi int) {
+		scores := make([]float32, longest)
+		cacheRows := make([]int, longest)
 		for i := lo; i < hi; i++ {
-			t, h := i/hq, i%hq
+			tk, h := tasks[i/hq], i%hq
+			s := tk.seq
 			kh := h / group
-			qr := row(q, t*hq+h)
-			n := start + t + 1
-			s := scores[:n]
+			r := s.Row + tk.t
+			qr := row(q, r*hq+h)
+			n := s.Start + tk.t + 1
+			sc := scores[:n]
 			mx := float32(math.Inf(-1))
-			for j := range n {
-				s[j] = dot(qr, row(k, j*hkv+kh)) * scale
-				mx = max(mx, s[j])
+			for p := range n {
+				cr := int(s.Blocks[p/blockSize])*blockSize + p%blockSize
+				cacheRows[p] = cr
+				sc[p] = dot(qr, ks[cr*kvWidth+kh*d:][:d]) * scale
+				mx = max(mx, sc[p])
 			}
 			var sum float64
-			for j := range s {
-				e := float32(math.Exp(float64(s[j] - mx)))
-				s[j] = e
+			for p := range sc {
+				e := float32(math.Exp(float64(sc[p] - mx)))
+				sc[p] = e
 				sum += float64(e)
 			}
 			inv := float32(1 / sum)
-			out := row(dst, t*hq+h)
+			out := row(dst, r*hq+h)
 			clear(out[:d])
-			for j, p := range s {
-				p *= inv
-				vr := row(v, j*hkv+kh)
+			for p, w := range sc {
+				w *= inv
+				vr := vs[cacheRows[p]*kvWidth+kh*d:][:d]
 				for c := range out {
-					out[c] += p * vr[c]
+					out[c] += w * vr[c]
 				}
 			}
 		}

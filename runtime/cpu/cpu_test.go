@@ -1,6 +1,7 @@
 package cpu_test
 
 import (
+	"errors"
 	"math"
 	"math/rand/v2"
 	"testing"
@@ -285,42 +286,72 @@ func TestConvCarriesState(t *testing.T) {
 	}
 }
 
-func TestAttentionMatchesReference(t *testing.T) {
+// TestPagedAttentionMatchesReference runs two sequences in one call over a
+// paged cache whose blocks are out of order.
+func TestPagedAttentionMatchesReference(t *testing.T) {
 	be := backend(t)
 	rng := rand.New(rand.NewPCG(11, 12))
-	start, T, S, hq, hkv, d := 3, 4, 7, 4, 2, 8
-	q := random(rng, 1, T, hq, d)
-	k, v := random(rng, 1, S, hkv, d), random(rng, 1, S, hkv, d)
-	out := rt.New(rt.F32, T, hq, d)
+	hq, hkv, d, bs := 4, 2, 8, 2
+	cache := func() (*rt.Tensor, *rt.Tensor) { return rt.New(rt.F32, 8*bs, hkv, d), rt.New(rt.F32, 8*bs, hkv, d) }
+	kc, vc := cache()
+	type seq struct {
+		start, n int
+		blocks  []int32
+		k, v    *rt.Tensor // logical [start+n, hkv, d]
+	}
+	seqs := []seq{{start: 3, n: 4, blocks: []int32{5, 0, 7, 2}}, {start: 0, n: 3, blocks: []int32{6, 1}}}
+	var attn []rt.AttnSeq
+	rows := 0
+	for i := range seqs {
+		s := &seqs[i]
+		s.k, s.v = random(rng, 1, s.start+s.n, hkv, d), random(rng, 1, s.start+s.n, hkv, d)
+		var slots []int32
+		for p := range s.start + s.n {
+			slots = append(slots, s.blocks[p/bs]*int32(bs)+int32(p%bs))
+		}
+		must(t, be.KVWrite(kc, s.k, slots))
+		must(t, be.KVWrite(vc, s.v, slots))
+		attn = append(attn, rt.AttnSeq{Row: rows, Len: s.n, Start: s.start, Blocks: s.blocks})
+		rows += s.n
+	}
+	q := random(rng, 1, rows, hq, d)
+	out := rt.New(rt.F32, rows, hq, d)
 	scale := float32(1 / math.Sqrt(float64(d)))
-	must(t, be.Attention(out, q, k, v, start, scale))
-	for tt := range T {
-		for h := range hq {
-			kh := h / (hq / hkv)
-			n := start + tt + 1
-			sc := make([]float64, n)
-			var mx, sum float64 = math.Inf(-1), 0
-			for j := range n {
-				for c := range d {
-					sc[j] += float64(q.F32()[(tt*hq+h)*d+c]) * float64(k.F32()[(j*hkv+kh)*d+c])
-				}
-				sc[j] *= float64(scale)
-				mx = max(mx, sc[j])
-			}
-			for j := range sc {
-				sc[j] = math.Exp(sc[j] - mx)
-				sum += sc[j]
-			}
-			for c := range d {
-				var o float64
+	must(t, be.Attention(out, q, kc, vc, attn, bs, scale))
+	for si, s := range seqs {
+		for tt := range s.n {
+			r := attn[si].Row + tt
+			for h := range hq {
+				kh := h / (hq / hkv)
+				n := s.start + tt + 1
+				sc := make([]float64, n)
+				mx, sum := math.Inf(-1), 0.0
 				for j := range n {
-					o += sc[j] / sum * float64(v.F32()[(j*hkv+kh)*d+c])
+					for c := range d {
+						sc[j] += float64(q.F32()[(r*hq+h)*d+c]) * float64(s.k.F32()[(j*hkv+kh)*d+c])
+					}
+					sc[j] *= float64(scale)
+					mx = max(mx, sc[j])
 				}
-				if diff := math.Abs(o - float64(out.F32()[(tt*hq+h)*d+c])); diff > 1e-5 {
-					t.Fatalf("t=%d h=%d c=%d: diff %g", tt, h, c, diff)
+				for j := range sc {
+					sc[j] = math.Exp(sc[j] - mx)
+					sum += sc[j]
+				}
+				for c := range d {
+					var o float64
+					for j := range n {
+						o += sc[j] / sum * float64(s.v.F32()[(j*hkv+kh)*d+c])
+					}
+					if diff := math.Abs(o - float64(out.F32()[(r*hq+h)*d+c])); diff > 1e-5 {
+						t.Fatalf("seq %d t=%d h=%d c=%d: diff %g", si, tt, h, c, diff)
+					}
 				}
 			}
 		}
+	}
+	bad := []rt.AttnSeq{{Row: 0, Len: 4, Start: 3, Blocks: []int32{5, 0, 7}}}
+	if err := be.Attention(out, q, kc, vc, bad, bs, scale); !errors.Is(err, rt.ErrShape) {
+		t.Fatalf("too few blocks: err = %v", err)
 	}
 }
 

@@ -44,7 +44,7 @@ func routerTopK(ids []int32, weights []float32, logits *rt.Tensor, k int) {
 	})
 }
 
-func moeGather(dst, x *rt.Tensor, rows []int32) {
+func gatherRows(dst, x *rt.Tensor, rows []int32) {
 	for i, r := range rows {
 		copy(row(dst, i), row(x, int(r)))
 	}

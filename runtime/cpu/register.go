@@ -34,7 +34,7 @@ func Register(reg *rt.Registry) error {
 		rt.Register(reg, rt.DeltaRuleChunked, rt.CPU, f32, Provider, deltaRuleChunked),
 		rt.Register(reg, rt.DeltaRuleRecurrent, rt.CPU, f32, Provider, deltaRuleRecurrent),
 		rt.Register(reg, rt.RouterTopK, rt.CPU, f32, Provider, routerTopK),
-		rt.Register(reg, rt.MoEGather, rt.CPU, f32, Provider, moeGather),
+		rt.Register(reg, rt.GatherRows, rt.CPU, f32, Provider, gatherRows),
 		rt.Register(reg, rt.MoEScatterAdd, rt.CPU, f32, Provider, moeScatterAdd),
 	}
 	for _, err := range regs {
