@@ -15,6 +15,11 @@ type SamplingParams struct {
 	TopP        float64 // 1: all tokens
 	MinP        float64 // 0: off
 	Seed        *uint64 // nil: a random seed
+
+	RepetitionPenalty float64           // 1 (or 0): off; > 1 discourages tokens seen in prompt or output
+	PresencePenalty   float64           // subtracted once from tokens already generated
+	FrequencyPenalty  float64           // subtracted per occurrence in the output
+	LogitBias         map[int32]float64 // added to the logits of these tokens
 }
 
 // ErrSampling is wrapped by invalid sampling parameters.
@@ -31,6 +36,15 @@ func (p SamplingParams) Validate() error {
 		return fmt.Errorf("%w: top_p %v must be in (0, 1]", ErrSampling, p.TopP)
 	case p.MinP < 0 || p.MinP > 1:
 		return fmt.Errorf("%w: min_p %v must be in [0, 1]", ErrSampling, p.MinP)
+	case p.RepetitionPenalty < 0 || p.RepetitionPenalty > 100:
+		return fmt.Errorf("%w: repetition_penalty %v must be in (0, 100]", ErrSampling, p.RepetitionPenalty)
+	case math.Abs(p.PresencePenalty) > 2 || math.Abs(p.FrequencyPenalty) > 2:
+		return fmt.Errorf("%w: presence and frequency penalties must be in [-2, 2]", ErrSampling)
+	}
+	for id, b := range p.LogitBias {
+		if id < 0 || math.IsNaN(b) || math.Abs(b) > 100 {
+			return fmt.Errorf("%w: logit_bias %d: %v (ids ≥ 0, bias in [-100, 100])", ErrSampling, id, b)
+		}
 	}
 	return nil
 }
@@ -57,6 +71,37 @@ func NewSampler(p SamplingParams) (*Sampler, error) {
 		seed = *p.Seed
 	}
 	return &Sampler{p: p, rng: rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15))}, nil
+}
+
+// Penalize applies logit bias and the repetition, presence and frequency
+// penalties (as vLLM does) to logits in place. seen holds the prompt and
+// output tokens, counts the output tokens' occurrences.
+func (s *Sampler) Penalize(logits []float32, seen map[int32]bool, counts map[int32]int) {
+	for id, b := range s.p.LogitBias {
+		if int(id) < len(logits) {
+			logits[id] += float32(b)
+		}
+	}
+	if rp := s.p.RepetitionPenalty; rp != 0 && rp != 1 {
+		for id := range seen {
+			if logits[id] > 0 {
+				logits[id] /= float32(rp)
+			} else {
+				logits[id] *= float32(rp)
+			}
+		}
+	}
+	if s.p.PresencePenalty != 0 || s.p.FrequencyPenalty != 0 {
+		for id, n := range counts {
+			logits[id] -= float32(s.p.FrequencyPenalty*float64(n) + s.p.PresencePenalty)
+		}
+	}
+}
+
+// Penalized reports whether Penalize changes anything.
+func (s *Sampler) Penalized() bool {
+	return len(s.p.LogitBias) > 0 || (s.p.RepetitionPenalty != 0 && s.p.RepetitionPenalty != 1) ||
+		s.p.PresencePenalty != 0 || s.p.FrequencyPenalty != 0
 }
 
 // Sample picks a token from one row of logits.
@@ -127,4 +172,35 @@ func argmax(x []float32) int32 {
 		}
 	}
 	return int32(best)
+}
+
+// TokenLogprob is a token and its log-probability.
+type TokenLogprob struct {
+	ID      int32
+	Logprob float32
+}
+
+// Logprobs returns the log-probability of chosen under logits and the top
+// k tokens (k may be 0), from the model's distribution before sampling
+// parameters are applied.
+func Logprobs(logits []float32, chosen int32, k int) (TokenLogprob, []TokenLogprob) {
+	mx := float64(logits[argmax(logits)])
+	var sum float64
+	for _, l := range logits {
+		sum += math.Exp(float64(l) - mx)
+	}
+	lse := mx + math.Log(sum)
+	lp := func(id int32) TokenLogprob { return TokenLogprob{ID: id, Logprob: float32(float64(logits[id]) - lse)} }
+	var top []TokenLogprob
+	if k > 0 {
+		ids := make([]int32, len(logits))
+		for i := range ids {
+			ids[i] = int32(i)
+		}
+		sort.SliceStable(ids, func(a, b int) bool { return logits[ids[a]] > logits[ids[b]] })
+		for _, id := range ids[:min(k, len(ids))] {
+			top = append(top, lp(id))
+		}
+	}
+	return lp(chosen), top
 }

@@ -104,6 +104,6 @@ var (
 	DeltaRuleChunked   = Def[DeltaRuleChunkedKernel]{OpDeltaRuleChunked}
 	DeltaRuleRecurrent = Def[DeltaRuleRecurrentKernel]{OpDeltaRuleRecurrent}
 	RouterTopK         = Def[RouterTopKKernel]{OpRouterTopK}
-	GatherRows          = Def[GatherRowsKernel]{OpGatherRows}
+	GatherRows         = Def[GatherRowsKernel]{OpGatherRows}
 	MoEScatterAdd      = Def[MoEScatterAddKernel]{OpMoEScatterAdd}
 )

@@ -160,6 +160,12 @@ func (t *Tokenizer) TokenID(token string) (int32, bool) {
 	return id, ok
 }
 
+// Known reports whether id has a token. Models often have more ids than
+// their tokenizer (padded embeddings); those decode to nothing.
+func (t *Tokenizer) Known(id int32) bool {
+	return id >= 0 && int(id) < len(t.tokens) && t.tokens[id] != ""
+}
+
 // IsSpecial reports whether id is a special added token.
 func (t *Tokenizer) IsSpecial(id int32) bool {
 	return id >= 0 && int(id) < len(t.special) && t.special[id]

@@ -246,3 +246,18 @@ func mustRegistry(t *testing.T) *rt.Registry {
 	}
 	return reg
 }
+
+func TestBenchCommand(t *testing.T) {
+	dir := filepath.Join(oracle.Dir(t), "qwen35-dense")
+	out, err := execute(t, "bench", "--model", dir, "--concurrency", "1,2", "--requests", "2", "--max-tokens", "4", "--prompt-tokens", "8")
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Split(strings.TrimSpace(out), "\n")
+	if len(lines) != 3 || !strings.HasPrefix(lines[0], "concurrency") || strings.Fields(lines[2])[2] != "8" {
+		t.Fatalf("bench output:\n%s", out)
+	}
+	if _, err := execute(t, "bench", "--model", dir, "--concurrency", "0"); err == nil {
+		t.Fatal("concurrency 0 accepted")
+	}
+}

@@ -32,6 +32,8 @@ type Model struct {
 	Layers []Layer
 	Paths  []rt.Path // what the model needs of a backend
 
+	weightBytes int64
+
 	be     *rt.Backend
 	src    model.Source
 	fused  bool
@@ -101,12 +103,15 @@ func LoadFrom(cfg *Config, src model.Source, be *rt.Backend, opts Options) (*Mod
 	if err := b.err(); err != nil {
 		return nil, err
 	}
-	m.Paths, m.be, m.src, m.fused = need, be, src, !opts.Composite
+	m.Paths, m.be, m.src, m.fused, m.weightBytes = need, be, src, !opts.Composite, b.bytes
 	if unused := unusedTensors(src, b.used); len(unused) > 0 {
 		slog.Debug("qwen35: checkpoint tensors not used by the text model", "count", len(unused), "first", unused[0])
 	}
 	return m, nil
 }
+
+// WeightBytes is the stored size of the weights the model uses.
+func (m *Model) WeightBytes() int64 { return m.weightBytes }
 
 // Close releases the weights' mapping.
 func (m *Model) Close() error { return m.src.Close() }

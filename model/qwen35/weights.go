@@ -20,6 +20,7 @@ type binder struct {
 	paths  []string                     // the paths being bound, for requirements
 	dtypes map[string]map[rt.DType]bool // path → weight dtypes it reads
 	used   map[string]bool              // tensors bound
+	bytes  int64                        // their stored size
 	errs   []error
 }
 
@@ -43,10 +44,17 @@ func (b *binder) info(name string, shape []int) (model.TensorInfo, bool) {
 		b.fail(fmt.Errorf("qwen35: %s: tensor %q: %w: dtype %s is not supported (want F32, BF16 or F16)", info.File, name, model.ErrTensor, info.Raw))
 		return info, false
 	}
-	b.used[name] = true
 	if !sameDims(info.Shape, shape) {
 		b.fail(fmt.Errorf("qwen35: %s: tensor %q: %w: shape %v, want %v from config.json", info.File, name, model.ErrTensor, info.Shape, shape))
 		return info, false
+	}
+	if !b.used[name] {
+		b.used[name] = true
+		n := int64(info.DType.Size())
+		for _, d := range info.Shape {
+			n *= int64(d)
+		}
+		b.bytes += n
 	}
 	return info, true
 }

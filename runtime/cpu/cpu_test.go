@@ -296,8 +296,8 @@ func TestPagedAttentionMatchesReference(t *testing.T) {
 	kc, vc := cache()
 	type seq struct {
 		start, n int
-		blocks  []int32
-		k, v    *rt.Tensor // logical [start+n, hkv, d]
+		blocks   []int32
+		k, v     *rt.Tensor // logical [start+n, hkv, d]
 	}
 	seqs := []seq{{start: 3, n: 4, blocks: []int32{5, 0, 7, 2}}, {start: 0, n: 3, blocks: []int32{6, 1}}}
 	var attn []rt.AttnSeq

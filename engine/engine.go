@@ -1,0 +1,398 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/govllm/govllm/model/qwen35"
+	"github.com/govllm/govllm/tokenizer"
+)
+
+// Engine runs many requests together: each step schedules running and
+// waiting sequences into one batched forward, then samples and streams.
+type Engine struct {
+	m     *qwen35.Model
+	tok   *tokenizer.Tokenizer
+	cfg   Config
+	plan  Plan
+	cache *qwen35.Cache
+	pool  *blockPool
+	ckpts *checkpointPool
+	eos   map[int32]bool
+
+	// Owned by the loop goroutine.
+	waiting, running []*sequence
+	freeSlots        []int
+	idleSteps        int
+
+	mu      sync.Mutex // guards inbox, aborts, stats, closed
+	inbox   []*request
+	aborts  []*request
+	stats   Stats
+	closed  bool
+	wake    chan struct{}
+	stopped chan struct{}
+}
+
+// Stats are the engine's counters.
+type Stats struct {
+	Steps              int
+	Running, Waiting   int
+	UsedBlocks, Blocks int
+	Preemptions        int
+	PromptTokens       int // prompt tokens admitted (prefix cache queries)
+	CachedTokens       int // of those, served from the prefix cache
+	GeneratedTokens    int
+	Checkpoints        int
+	CheckpointBytes    int64
+}
+
+// ErrClosed is returned by Submit after Close.
+var ErrClosed = errors.New("engine: closed")
+
+// New sizes the caches for m, logs the memory plan and starts the loop.
+func New(m *qwen35.Model, tok *tokenizer.Tokenizer, cfg Config) (*Engine, error) {
+	cfg, plan, err := cfg.resolve(m)
+	if err != nil {
+		return nil, err
+	}
+	e := &Engine{m: m, tok: tok, cfg: cfg, plan: plan,
+		cache: m.NewCache(cfg.BlockSize, plan.NumBlocks, plan.NumSlots),
+		pool:  newBlockPool(plan.NumBlocks), ckpts: newCheckpointPool(plan.CheckpointBytes),
+		eos: map[int32]bool{}, wake: make(chan struct{}, 1), stopped: make(chan struct{})}
+	eos := cfg.EOSTokenIDs
+	if len(eos) == 0 {
+		for _, id := range m.Config.EOSTokenIDs {
+			eos = append(eos, int32(id))
+		}
+	}
+	for _, id := range eos {
+		e.eos[id] = true
+	}
+	for i := plan.NumSlots - 1; i >= 0; i-- {
+		e.freeSlots = append(e.freeSlots, i)
+	}
+	e.stats.Blocks = plan.NumBlocks
+	slog.Info("engine: memory plan", "plan", plan.String(), "max_num_seqs", cfg.MaxNumSeqs,
+		"max_num_batched_tokens", cfg.MaxNumBatchedTokens, "block_size", cfg.BlockSize, "prefix_caching", !cfg.NoPrefixCaching)
+	go e.loop()
+	return e, nil
+}
+
+// Plan is the memory plan in force.
+func (e *Engine) Plan() Plan { return e.plan }
+
+// Config is the resolved configuration.
+func (e *Engine) Config() Config { return e.cfg }
+
+// Stats returns a copy of the counters.
+func (e *Engine) Stats() Stats {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.stats
+}
+
+// Submit queues a request. Outputs arrive on the channel, which closes
+// after the last one; cancelling ctx aborts the request.
+func (e *Engine) Submit(ctx context.Context, r Request) (<-chan Output, error) {
+	if err := r.validate(e.cfg.MaxModelLen); err != nil {
+		return nil, err
+	}
+	for _, id := range r.Prompt {
+		if id < 0 || int(id) >= e.m.Config.VocabSize {
+			return nil, fmt.Errorf("%w: prompt token %d is outside the vocabulary of %d", ErrRequest, id, e.m.Config.VocabSize)
+		}
+	}
+	if need := (len(r.Prompt) + r.MaxTokens + e.cfg.BlockSize - 1) / e.cfg.BlockSize; need > e.plan.NumBlocks && e.plan.BlockBytes > 0 {
+		return nil, fmt.Errorf("%w: %d prompt + %d output tokens need %d KV blocks, the cache has %d", ErrRequest, len(r.Prompt), r.MaxTokens, need, e.plan.NumBlocks)
+	}
+	req := &request{Request: r, ctx: ctx, out: newOutbox(ctx), stopIDs: map[int32]bool{}, arrival: time.Now()}
+	for _, id := range r.StopTokenIDs {
+		req.stopIDs[id] = true
+	}
+	for i := range r.N {
+		p := r.Sampling
+		if p.Seed != nil && i > 0 {
+			seed := *p.Seed + uint64(i)
+			p.Seed = &seed
+		}
+		sampler, err := NewSampler(p)
+		if err != nil {
+			return nil, err
+		}
+		s := &sequence{req: req, index: i, tokens: slices.Clone(r.Prompt), promptLen: len(r.Prompt), slot: -1,
+			sampler: sampler, decoder: e.tok.NewStreamDecoder(!r.KeepSpecial), stop: newStopMatcher(r.StopStrings)}
+		if sampler.Penalized() {
+			s.seen, s.counts = map[int32]bool{}, map[int32]int{}
+			for _, id := range r.Prompt {
+				s.seen[id] = true
+			}
+		}
+		req.seqs = append(req.seqs, s)
+	}
+	req.open = r.N
+	e.mu.Lock()
+	if e.closed {
+		e.mu.Unlock()
+		return nil, ErrClosed
+	}
+	e.inbox = append(e.inbox, req)
+	e.mu.Unlock()
+	e.signal()
+	if ctx.Done() != nil {
+		go func() {
+			select {
+			case <-ctx.Done():
+				e.mu.Lock()
+				e.aborts = append(e.aborts, req)
+				e.mu.Unlock()
+				e.signal()
+			case <-e.stopped:
+			}
+		}()
+	}
+	return req.out.ch, nil
+}
+
+func (e *Engine) signal() {
+	select {
+	case e.wake <- struct{}{}:
+	default:
+	}
+}
+
+// Close stops the loop and aborts what is still running.
+func (e *Engine) Close() {
+	e.mu.Lock()
+	if e.closed {
+		e.mu.Unlock()
+		return
+	}
+	e.closed = true
+	e.mu.Unlock()
+	e.signal()
+	<-e.stopped
+}
+
+func (e *Engine) loop() {
+	defer close(e.stopped)
+	for {
+		e.mu.Lock()
+		inbox, aborts, closed := e.inbox, e.aborts, e.closed
+		e.inbox, e.aborts = nil, nil
+		e.mu.Unlock()
+		for _, r := range inbox {
+			e.waiting = append(e.waiting, r.seqs...)
+		}
+		for _, r := range aborts {
+			e.abort(r, FinishAbort, nil)
+		}
+		e.publish()
+		if closed {
+			for _, s := range append(slices.Clone(e.running), e.waiting...) {
+				e.abort(s.req, FinishAbort, ErrClosed)
+			}
+			return
+		}
+		if len(e.waiting)+len(e.running) == 0 {
+			<-e.wake
+			continue
+		}
+		e.step()
+	}
+}
+
+// step is one engine iteration: schedule, run the batch, handle its output.
+func (e *Engine) step() {
+	batch := e.schedule()
+	if len(batch) == 0 {
+		// A step may preempt everything it had; the next one readmits. Two
+		// empty steps with nothing running mean the first waiting request
+		// cannot fit: fail it rather than spin.
+		e.idleSteps++
+		if e.idleSteps > 1 && len(e.running) == 0 && len(e.waiting) > 0 {
+			e.abort(e.waiting[0].req, FinishAbort, fmt.Errorf("engine: the request does not fit in the cache"))
+		}
+		return
+	}
+	e.idleSteps = 0
+	logits, err := e.run(batch)
+	if err != nil {
+		for _, sc := range batch {
+			e.abort(sc.seq.req, FinishAbort, err)
+		}
+		return
+	}
+	e.postprocess(batch, logits)
+	e.mu.Lock()
+	e.stats.Steps++
+	e.mu.Unlock()
+	e.publish()
+}
+
+// publish copies the loop's gauges into the stats.
+func (e *Engine) publish() {
+	e.mu.Lock()
+	e.stats.Running, e.stats.Waiting = len(e.running), len(e.waiting)
+	e.stats.UsedBlocks = e.pool.used()
+	e.stats.Checkpoints, e.stats.CheckpointBytes = len(e.ckpts.byHash), e.ckpts.bytes
+	e.mu.Unlock()
+}
+
+// run is the model runner: one batched forward over the scheduled tokens.
+func (e *Engine) run(batch []scheduled) ([][]float32, error) {
+	seqs := make([]qwen35.Seq, len(batch))
+	for i, sc := range batch {
+		s := sc.seq
+		mode := qwen35.NoLogits
+		if sc.sample {
+			mode = qwen35.LastLogits
+		}
+		seqs[i] = qwen35.Seq{Tokens: s.tokens[s.computed : s.computed+sc.n], Start: s.computed, Blocks: s.blocks, Slot: s.slot, Logits: mode}
+	}
+	logits, err := e.m.ForwardBatch(e.cache, seqs, qwen35.ForwardOptions{})
+	if err != nil {
+		return nil, err
+	}
+	rows := make([][]float32, len(batch))
+	v, r := e.m.Config.VocabSize, 0
+	for i, sc := range batch {
+		if sc.sample {
+			rows[i] = logits.F32()[r*v : (r+1)*v]
+			r++
+		}
+	}
+	return rows, nil
+}
+
+// postprocess advances each scheduled sequence past the tokens it ran and
+// samples where a sequence reached its end.
+func (e *Engine) postprocess(batch []scheduled, logits [][]float32) {
+	now := time.Now()
+	for i, sc := range batch {
+		s := sc.seq
+		s.computed += sc.n
+		e.registerBlocks(s)
+		if !e.cfg.NoPrefixCaching && s.computed%e.cfg.CheckpointInterval == 0 && s.computed < len(s.tokens) {
+			e.checkpoint(s)
+		}
+		if sc.sample {
+			e.sample(s, logits[i], now)
+		}
+	}
+}
+
+func (e *Engine) sample(s *sequence, raw []float32, now time.Time) {
+	r := s.req
+	row := raw
+	mask := s.generated < r.MinTokens
+	if mask || s.seen != nil {
+		row = slices.Clone(raw)
+	}
+	if mask { // min_tokens: no end of sequence yet
+		for id := range r.stopIDs {
+			row[id] = float32(math.Inf(-1))
+		}
+		if !r.IgnoreEOS {
+			for id := range e.eos {
+				row[id] = float32(math.Inf(-1))
+			}
+		}
+	}
+	if s.seen != nil {
+		s.sampler.Penalize(row, s.seen, s.counts)
+	}
+	tok := s.sampler.Sample(row)
+	s.tokens = append(s.tokens, tok)
+	s.generated++
+	if s.seen != nil {
+		s.seen[tok] = true
+		s.counts[tok]++
+	}
+	if s.generated == 1 {
+		s.first = now
+	} else {
+		s.interTokenSum += now.Sub(s.last)
+	}
+	s.last = now
+	e.mu.Lock()
+	e.stats.GeneratedTokens++
+	e.mu.Unlock()
+
+	out := Output{Index: s.index, TokenIDs: []int32{tok}}
+	if r.Logprobs || r.TopLogprobs > 0 {
+		chosen, top := Logprobs(raw, tok, r.TopLogprobs)
+		out.Logprobs, out.TopLogprobs = []TokenLogprob{chosen}, [][]TokenLogprob{top}
+	}
+	finish := FinishReason("")
+	if (!r.IgnoreEOS && e.eos[tok]) || r.stopIDs[tok] {
+		finish = FinishStop
+		out.Text = s.stop.flush()
+	} else {
+		var delta string
+		if e.tok.Known(tok) { // ids past the tokenizer's (padding) have no text
+			var err error
+			if delta, err = s.decoder.Add(tok); err != nil {
+				e.finish(s, FinishAbort, out, err)
+				return
+			}
+		}
+		var stopped bool
+		out.Text, stopped = s.stop.push(delta)
+		if stopped {
+			finish = FinishStop
+		}
+	}
+	if finish == "" && (s.generated >= r.MaxTokens || len(s.tokens) >= e.cfg.MaxModelLen) {
+		finish = FinishLength
+		tail, _ := s.stop.push(s.decoder.Flush())
+		out.Text += tail + s.stop.flush()
+	}
+	if finish != "" {
+		e.finish(s, finish, out, nil)
+		return
+	}
+	r.out.put(out, false)
+}
+
+// finish ends a sequence: the final output, a checkpoint of its state for
+// the next turn of a conversation, and its blocks and slot freed.
+func (e *Engine) finish(s *sequence, reason FinishReason, out Output, err error) {
+	if s.done {
+		return
+	}
+	if err == nil && reason != FinishAbort && !e.cfg.NoPrefixCaching && s.slot >= 0 && s.computed > 0 {
+		e.checkpoint(s)
+	}
+	s.done = true
+	e.release(s)
+	e.running = slices.DeleteFunc(e.running, func(x *sequence) bool { return x == s })
+	e.waiting = slices.DeleteFunc(e.waiting, func(x *sequence) bool { return x == s })
+	r := s.req
+	out.Index, out.Finished, out.FinishReason, out.Err = s.index, true, reason, err
+	out.Usage = Usage{PromptTokens: s.promptLen, CompletionTokens: s.generated, CachedTokens: s.cached}
+	if !s.scheduledAt.IsZero() {
+		out.Timings.Queue = s.scheduledAt.Sub(r.arrival)
+	}
+	if !s.first.IsZero() {
+		out.Timings.TimeToFirstToken = s.first.Sub(r.arrival)
+	}
+	if s.generated > 1 {
+		out.Timings.MeanInterToken = s.interTokenSum / time.Duration(s.generated-1)
+	}
+	r.open--
+	r.out.put(out, r.open == 0)
+}
+
+// abort ends every unfinished completion of r.
+func (e *Engine) abort(r *request, reason FinishReason, err error) {
+	for _, s := range r.seqs {
+		e.finish(s, reason, Output{}, err)
+	}
+}
