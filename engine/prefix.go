@@ -66,7 +66,7 @@ func (p *checkpointPool) add(h uint64, tokens []int32, snap *qwen35.Snapshot) {
 	}
 	ck := &checkpoint{tokens: slices.Clone(tokens), snap: snap, bytes: snap.Bytes() + int64(4*len(tokens))}
 	if ck.bytes > p.capBytes {
-		slog.Debug("engine: checkpoint larger than the pool, not kept", "tokens", len(tokens), "bytes", ck.bytes, "cap", p.capBytes)
+		slog.Warn("engine: prefix-cache checkpoint larger than the checkpoint pool, not kept; raise the checkpoint memory", "tokens", len(tokens), "bytes", ck.bytes, "cap", p.capBytes)
 		return
 	}
 	for p.bytes+ck.bytes > p.capBytes {

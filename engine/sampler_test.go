@@ -51,3 +51,43 @@ func TestSamplingParamsValidate(t *testing.T) {
 		}
 	}
 }
+
+func TestPenaltiesAndLogitBias(t *testing.T) {
+	s, err := NewSampler(SamplingParams{RepetitionPenalty: 2, PresencePenalty: 0.5, FrequencyPenalty: 0.25, LogitBias: map[int32]float64{3: 10}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	logits := []float32{2, -2, 1, 0}
+	seen := map[int32]bool{0: true, 1: true}
+	counts := map[int32]int{0: 2}
+	s.Penalize(logits, seen, counts)
+	// 0: 2/2 - (0.25·2 + 0.5) = 0; 1: -2·2 = -4; 2 untouched; 3: +10.
+	want := []float32{0, -4, 1, 10}
+	for i := range want {
+		if logits[i] != want[i] {
+			t.Fatalf("logits %v, want %v", logits, want)
+		}
+	}
+	if !s.Penalized() {
+		t.Fatal("Penalized false")
+	}
+	if plain, _ := NewSampler(SamplingParams{RepetitionPenalty: 1}); plain.Penalized() {
+		t.Fatal("repetition_penalty 1 counted as a penalty")
+	}
+}
+
+func TestStopMatcherAcrossPieces(t *testing.T) {
+	m := newStopMatcher([]string{"STOP", "xyz"})
+	var got string
+	for _, piece := range []string{"hello S", "T", "O", "nly ST", "OP and more"} {
+		out, stopped := m.push(piece)
+		got += out
+		if stopped {
+			if got != "hello STOnly " {
+				t.Fatalf("emitted %q", got)
+			}
+			return
+		}
+	}
+	t.Fatal("stop string not found")
+}
