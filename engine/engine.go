@@ -56,6 +56,9 @@ type Stats struct {
 // ErrClosed is returned by Submit after Close.
 var ErrClosed = errors.New("engine: closed")
 
+// ErrQueueFull is returned by Submit when MaxWaiting requests wait already.
+var ErrQueueFull = errors.New("engine: the request queue is full")
+
 // New sizes the caches for m, logs the memory plan and starts the loop.
 func New(m *qwen35.Model, tok *tokenizer.Tokenizer, cfg Config) (*Engine, error) {
 	cfg, plan, err := cfg.resolve(m)
@@ -85,6 +88,24 @@ func New(m *qwen35.Model, tok *tokenizer.Tokenizer, cfg Config) (*Engine, error)
 	return e, nil
 }
 
+// Accepting reports whether the engine takes new requests.
+func (e *Engine) Accepting() bool {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return !e.closed
+}
+
+// VocabSize is the model's vocabulary size.
+func (e *Engine) VocabSize() int { return e.m.Config.VocabSize }
+
+// Capacity is the number of positions the KV cache holds.
+func (e *Engine) Capacity() int {
+	if e.plan.BlockBytes == 0 {
+		return e.cfg.MaxModelLen
+	}
+	return e.plan.NumBlocks * e.cfg.BlockSize
+}
+
 // Plan is the memory plan in force.
 func (e *Engine) Plan() Plan { return e.plan }
 
@@ -112,7 +133,7 @@ func (e *Engine) Submit(ctx context.Context, r Request) (<-chan Output, error) {
 	if need := (len(r.Prompt) + r.MaxTokens + e.cfg.BlockSize - 1) / e.cfg.BlockSize; need > e.plan.NumBlocks && e.plan.BlockBytes > 0 {
 		return nil, fmt.Errorf("%w: %d prompt + %d output tokens need %d KV blocks, the cache has %d", ErrRequest, len(r.Prompt), r.MaxTokens, need, e.plan.NumBlocks)
 	}
-	req := &request{Request: r, ctx: ctx, out: newOutbox(ctx), stopIDs: map[int32]bool{}, arrival: time.Now()}
+	req := &request{Request: r, ctx: ctx, out: newOutbox(), stopIDs: map[int32]bool{}, arrival: time.Now()}
 	for _, id := range r.StopTokenIDs {
 		req.stopIDs[id] = true
 	}
@@ -138,12 +159,20 @@ func (e *Engine) Submit(ctx context.Context, r Request) (<-chan Output, error) {
 	}
 	req.open = r.N
 	e.mu.Lock()
-	if e.closed {
+	var refused error
+	switch {
+	case e.closed:
+		refused = ErrClosed
+	case e.stats.Waiting+len(e.inbox) >= e.cfg.MaxWaiting:
+		refused = ErrQueueFull
+	}
+	if refused != nil {
 		e.mu.Unlock()
-		return nil, ErrClosed
+		return nil, refused
 	}
 	e.inbox = append(e.inbox, req)
 	e.mu.Unlock()
+	go req.out.forward(ctx)
 	e.signal()
 	if ctx.Done() != nil {
 		go func() {

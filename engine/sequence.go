@@ -64,10 +64,10 @@ type outbox struct {
 	ch     chan Output
 }
 
-func newOutbox(ctx context.Context) *outbox {
-	o := &outbox{notify: make(chan struct{}, 1), ch: make(chan Output)}
-	go o.forward(ctx)
-	return o
+// newOutbox makes the queue; its forwarder starts once the request is
+// accepted.
+func newOutbox() *outbox {
+	return &outbox{notify: make(chan struct{}, 1), ch: make(chan Output)}
 }
 
 // put queues an output; last closes the stream after it.

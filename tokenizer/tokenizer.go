@@ -166,6 +166,15 @@ func (t *Tokenizer) Known(id int32) bool {
 	return id >= 0 && int(id) < len(t.tokens) && t.tokens[id] != ""
 }
 
+// TokenBytes returns the bytes one token stands for (nil for unknown ids).
+func (t *Tokenizer) TokenBytes(id int32) []byte {
+	b, err := t.appendToken(nil, id, false)
+	if err != nil {
+		return nil
+	}
+	return b
+}
+
 // IsSpecial reports whether id is a special added token.
 func (t *Tokenizer) IsSpecial(id int32) bool {
 	return id >= 0 && int(id) < len(t.special) && t.special[id]

@@ -45,6 +45,8 @@ type Options struct {
 	// Composite runs the attention preamble as its chain of ops instead of
 	// the fused kernel. Both are checked at load either way.
 	Composite bool
+	// Progress, if set, is called as weights are bound: done of total layers.
+	Progress func(done, total int)
 }
 
 // Plan reads config.json and the checkpoint headers in dir and returns the
@@ -99,6 +101,7 @@ func LoadFrom(cfg *Config, src model.Source, be *rt.Backend, opts Options) (*Mod
 		return nil, fmt.Errorf("qwen35: cannot run on %s: %w", be.Device(), err)
 	}
 	b := newBinder(src, true)
+	b.progress = opts.Progress
 	m := bindModel(b, cfg)
 	if err := b.err(); err != nil {
 		return nil, err
@@ -159,6 +162,9 @@ func bindModel(b *binder, c *Config) *Model {
 		} else {
 			b.enter("mlp")
 			l.MLP = bindMLP(b, p+"mlp.", h, c.IntermediateSize)
+		}
+		if b.progress != nil {
+			b.progress(i+1, c.NumLayers)
 		}
 	}
 	return m

@@ -14,14 +14,15 @@ import (
 // records the matmul dtypes of each path; in the binding pass it returns
 // tensors.
 type binder struct {
-	src    model.Source
-	prefix string // "model." or "model.language_model."
-	bind   bool
-	paths  []string                     // the paths being bound, for requirements
-	dtypes map[string]map[rt.DType]bool // path → weight dtypes it reads
-	used   map[string]bool              // tensors bound
-	bytes  int64                        // their stored size
-	errs   []error
+	src      model.Source
+	prefix   string // "model." or "model.language_model."
+	bind     bool
+	paths    []string                     // the paths being bound, for requirements
+	dtypes   map[string]map[rt.DType]bool // path → weight dtypes it reads
+	used     map[string]bool              // tensors bound
+	bytes    int64                        // their stored size
+	progress func(done, total int)
+	errs     []error
 }
 
 const maxBindErrors = 8
