@@ -21,7 +21,7 @@ type Config struct {
 	NumBlocks           int   // KV blocks, overriding what KVCacheBytes leaves (tests, tuning)
 	CheckpointBytes     int64 // DeltaNet state checkpoints for prefix caching (default KVCacheBytes/8)
 	CheckpointInterval  int   // checkpoint every this many prompt tokens (default 256, a multiple of BlockSize)
-	MaxWaiting          int // queued requests beyond which Submit refuses (default 16 × MaxNumSeqs)
+	MaxWaiting          int   // queued requests beyond which Submit refuses (default 16 × MaxNumSeqs)
 	NoPrefixCaching     bool
 	MaxModelLen         int     // prompt + output tokens at most (default: the model's max positions)
 	EOSTokenIDs         []int32 // end of sequence, unless a request ignores it
