@@ -16,7 +16,7 @@ type metrics struct {
 	ttft, itl, e2e prometheus.Observer // itl: each gap between a completion's outputs
 }
 
-func newMetrics(e *engine.Engine, model string) *metrics {
+func newMetrics(e Engine, model string) *metrics {
 	labels := prometheus.Labels{"model_name": model}
 	reg := prometheus.NewRegistry()
 	m := &metrics{reg: reg}

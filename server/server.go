@@ -1,6 +1,7 @@
 package server
 
 import (
+	"context"
 	"crypto/rand"
 	"crypto/subtle"
 	"encoding/hex"
@@ -28,9 +29,20 @@ type Options struct {
 	MaxBodyBytes int64          // default 32 MiB
 }
 
+// Engine is what the server needs of an engine; *engine.Engine is one, and
+// tests plug in a scripted one.
+type Engine interface {
+	Submit(ctx context.Context, r engine.Request) (<-chan engine.Output, error)
+	Stats() engine.Stats
+	Config() engine.Config
+	Accepting() bool
+	VocabSize() int
+	Capacity() int
+}
+
 // Server serves the OpenAI API for one model.
 type Server struct {
-	eng      *engine.Engine
+	eng      Engine
 	tok      *tokenizer.Tokenizer
 	opts     Options
 	metrics  *metrics
@@ -40,7 +52,7 @@ type Server struct {
 }
 
 // New builds the server; Handler serves it.
-func New(eng *engine.Engine, tok *tokenizer.Tokenizer, opts Options) *Server {
+func New(eng Engine, tok *tokenizer.Tokenizer, opts Options) *Server {
 	if opts.MaxBodyBytes == 0 {
 		opts.MaxBodyBytes = 32 << 20
 	}
