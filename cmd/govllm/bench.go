@@ -25,6 +25,9 @@ func newBenchCmd() *cobra.Command {
 		Short: "Measure aggregate generation throughput at several concurrency levels",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if modelDir == "" {
+				return fmt.Errorf("--model is required (or use `govllm bench serve --url ...`)")
+			}
 			var conc []int
 			for _, f := range strings.Split(levels, ",") {
 				c, err := strconv.Atoi(strings.TrimSpace(f))
@@ -81,6 +84,6 @@ func newBenchCmd() *cobra.Command {
 	f.IntVar(&promptLen, "prompt-tokens", 32, "prompt length in tokens (random ids)")
 	f.IntVar(&maxTokens, "max-tokens", 64, "tokens generated per request")
 	f.IntVar(&requestsPerLevel, "requests", 16, "requests per level (at least the concurrency)")
-	_ = cmd.MarkFlagRequired("model")
+	cmd.AddCommand(newBenchServeCmd())
 	return cmd
 }

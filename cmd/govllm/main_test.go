@@ -2,8 +2,11 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
+	"io"
+	"net/http"
 	"os"
 	"path/filepath"
 	"slices"
@@ -259,5 +262,86 @@ func TestBenchCommand(t *testing.T) {
 	}
 	if _, err := execute(t, "bench", "--model", dir, "--concurrency", "0"); err == nil {
 		t.Fatal("concurrency 0 accepted")
+	}
+}
+
+// TestServeDrainsOnShutdown: a request running when the server is told to
+// stop (SIGTERM cancels the context) still completes, then serve returns.
+func TestServeDrainsOnShutdown(t *testing.T) {
+	dir := filepath.Join(oracle.Dir(t), "qwen35-dense")
+	ctx, stop := context.WithCancel(context.Background())
+	ready := make(chan string, 1)
+	done := make(chan error, 1)
+	f := serveFlags{host: "127.0.0.1", port: 0, maxNumSeqs: 4, maxBatched: 256, kvMemory: "16MiB", prefixCaching: true, device: "cpu", apiKey: "k"}
+	go func() { done <- serve(ctx, dir, f, ready) }()
+	var addr string
+	select {
+	case addr = <-ready:
+	case err := <-done:
+		t.Fatal(err)
+	}
+	req, _ := http.NewRequest("POST", "http://"+addr+"/v1/completions", strings.NewReader(`{"prompt": [1, 2], "max_tokens": 400, "ignore_eos": true, "stream": true}`))
+	req.Header.Set("Authorization", "Bearer k")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	stop() // as SIGTERM does
+	raw, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if !strings.Contains(string(raw), `"finish_reason":"length"`) || !strings.HasSuffix(string(raw), "data: [DONE]\n\n") {
+		t.Fatalf("the running request did not complete: %.300s", raw)
+	}
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	if _, err := http.Get("http://" + addr + "/health"); err == nil {
+		t.Fatal("still listening after shutdown")
+	}
+}
+
+func TestBenchServeAgainstAServer(t *testing.T) {
+	dir := filepath.Join(oracle.Dir(t), "qwen35-dense")
+	ctx, stop := context.WithCancel(context.Background())
+	defer stop()
+	ready, done := make(chan string, 1), make(chan error, 1)
+	go func() {
+		done <- serve(ctx, dir, serveFlags{host: "127.0.0.1", maxNumSeqs: 8, maxBatched: 256, kvMemory: "16MiB", prefixCaching: true, device: "cpu"}, ready)
+	}()
+	addr := <-ready
+	out, err := execute(t, "bench", "serve", "--url", "http://"+addr, "--num-prompts", "6", "--concurrency", "3", "--input-len", "10", "--output-len", "8")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"Successful requests:            6", "Total generated tokens:         48", "TTFT (ms)", "TPOT (ms)", "ITL  (ms)"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("bench serve output lacks %q:\n%s", want, out)
+		}
+	}
+	stop()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestInspectAndChat(t *testing.T) {
+	dir := filepath.Join(oracle.Dir(t), "qwen35moe-vlayout")
+	out, err := execute(t, "inspect", dir)
+	if err != nil || !strings.Contains(out, "layers        4: LLLF") || !strings.Contains(out, "mtp.fc.weight") || !strings.Contains(out, "experts       4, top 2") {
+		t.Fatalf("inspect: %v\n%s", err, out)
+	}
+	if _, err := execute(t, "inspect", filepath.Join(dir, "model.safetensors")); err != nil {
+		t.Fatal(err)
+	}
+	cmd := newRootCmd()
+	var buf bytes.Buffer
+	cmd.SetOut(&buf)
+	cmd.SetIn(strings.NewReader("hello\nhow are you?\n/reset\nagain\n/exit\nignored\n"))
+	cmd.SetArgs([]string{"chat", dir, "--max-tokens", "4", "--temperature", "0"})
+	if err := cmd.Execute(); err != nil {
+		t.Fatal(err)
+	}
+	if n := strings.Count(buf.String(), "\n"); n != 3 {
+		t.Fatalf("chat printed %d replies: %q", n, buf.String())
 	}
 }
