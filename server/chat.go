@@ -194,6 +194,7 @@ func (s *Server) chatCompletions(w http.ResponseWriter, r *http.Request) {
 	}
 	// events turns parser events into a message delta and counts calls.
 	calls := make([]int, er.N)
+	streaming := req.Stream
 	delta := func(c int, events []chat.Event) *chatMessage {
 		m := &chatMessage{}
 		var content, reasoning strings.Builder
@@ -203,9 +204,27 @@ func (s *Server) chatCompletions(w http.ResponseWriter, r *http.Request) {
 				content.WriteString(ev.Text)
 			case chat.Reasoning:
 				reasoning.WriteString(ev.Text)
+			case chat.ToolCallStart:
+				if streaming { // the name first, arguments as they are generated
+					idx := ev.Call.Index
+					tc := toolCall{Index: &idx, ID: randomID("call_"), Type: "function"}
+					tc.Function.Name = ev.Call.Name
+					m.ToolCalls = append(m.ToolCalls, tc)
+				}
+			case chat.ToolCallArgs:
+				if streaming {
+					idx := ev.Call.Index
+					tc := toolCall{Index: &idx}
+					tc.Function.Arguments = ev.Text
+					m.ToolCalls = append(m.ToolCalls, tc)
+				}
 			case chat.ToolCallDone:
 				if ev.Call.Err != nil { // malformed: keep the model's text as content
 					content.WriteString("<tool_call>" + ev.Call.Raw + "</tool_call>")
+					continue
+				}
+				if streaming {
+					calls[c]++
 					continue
 				}
 				tc := toolCall{ID: randomID("call_"), Type: "function"}

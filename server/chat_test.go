@@ -89,6 +89,7 @@ func TestChatToolCallsAndReasoning(t *testing.T) {
 	stream := cli.Chat.Completions.NewStreaming(context.Background(), params)
 	var acc openai.ChatCompletionAccumulator
 	var reasoning strings.Builder
+	argDeltas := 0
 	for stream.Next() {
 		ch := stream.Current()
 		acc.AddChunk(ch)
@@ -99,9 +100,10 @@ func TestChatToolCallsAndReasoning(t *testing.T) {
 			json.Unmarshal([]byte(ch.Choices[0].Delta.RawJSON()), &d)
 			reasoning.WriteString(d.ReasoningContent)
 			for _, tc := range ch.Choices[0].Delta.ToolCalls {
-				if tc.ID == "" || tc.Index != 0 {
-					t.Errorf("tool call delta without id or index: %+v", tc)
+				if tc.Index != 0 || (argDeltas == 0 && (tc.ID == "" || tc.Function.Name != "get_weather")) {
+					t.Errorf("tool call delta %+v (the first must carry id and name)", tc)
 				}
+				argDeltas++
 			}
 		}
 	}
@@ -111,6 +113,9 @@ func TestChatToolCallsAndReasoning(t *testing.T) {
 	sc := acc.Choices[0]
 	if sc.Message.Content != "Let me check." || len(sc.Message.ToolCalls) != 1 || sc.Message.ToolCalls[0].Function.Arguments != call.Function.Arguments || sc.FinishReason != "tool_calls" {
 		t.Fatalf("streamed %+v", sc)
+	}
+	if argDeltas < 3 { // name, then the arguments in more than one piece
+		t.Errorf("%d tool call deltas", argDeltas)
 	}
 	if reasoning.String() != "The user wants weather." {
 		t.Fatalf("streamed reasoning %q", reasoning.String())

@@ -1,6 +1,7 @@
 package chat
 
 import (
+	"encoding/json"
 	"strings"
 )
 
@@ -10,11 +11,16 @@ type Kind uint8
 const (
 	Content Kind = iota
 	Reasoning
-	ToolCallDone
+	ToolCallStart // a call's name is known: Call has Index and Name
+	ToolCallArgs  // Text continues the arguments of call Call.Index
+	ToolCallDone  // the call is complete: Call has everything (or Err)
 )
 
 // Event is one step of parsed output: a text delta of content or
-// reasoning, or a completed tool call.
+// reasoning, or progress of a tool call. The ToolCallArgs deltas of a call
+// add up to a JSON object (the raw text the model wrote for JSON calls,
+// converted parameter by parameter for XML ones); ToolCallDone's Arguments
+// is the compact form.
 type Event struct {
 	Kind Kind
 	Text string
@@ -69,6 +75,13 @@ type Parser struct {
 	call      strings.Builder
 	calls     int
 	out       []Event
+	stream    callStream // progress of the call being read
+}
+
+// callStream tracks what of the current call has been emitted.
+type callStream struct {
+	started bool
+	args    strings.Builder // argument text emitted so far
 }
 
 // NewParser starts parsing one output.
@@ -160,6 +173,7 @@ func (p *Parser) step() bool {
 	case toolCallOpen:
 		p.state = inToolCall
 		p.call.Reset()
+		p.stream = callStream{}
 	case toolCallClose:
 		p.finishCall()
 		p.state, p.trimStart = inContent, true
@@ -171,6 +185,7 @@ func (p *Parser) step() bool {
 func (p *Parser) text(s string) {
 	if p.state == inToolCall {
 		p.call.WriteString(s)
+		p.progressCall()
 		return
 	}
 	if p.trimStart {
@@ -208,9 +223,170 @@ func (p *Parser) emit(s string) {
 func (p *Parser) finishCall() {
 	call := parseToolCall(p.call.String(), p.opts.Tools)
 	call.Index = p.calls
+	if call.Err == nil {
+		if !p.stream.started {
+			p.out = append(p.out, Event{Kind: ToolCallStart, Call: &ToolCall{Index: call.Index, Name: call.Name}})
+		}
+		// Complete the streamed arguments where they are a prefix of the
+		// final ones (XML, or JSON written compactly); raw JSON already
+		// streamed whole stands as it is.
+		if sent := p.stream.args.String(); strings.HasPrefix(call.Arguments, sent) && len(call.Arguments) > len(sent) {
+			p.out = append(p.out, Event{Kind: ToolCallArgs, Text: call.Arguments[len(sent):], Call: &ToolCall{Index: call.Index}})
+		}
+	}
 	p.calls++
 	p.out = append(p.out, Event{Kind: ToolCallDone, Call: call})
 	p.call.Reset()
+	p.stream = callStream{}
+}
+
+// progressCall emits the start and argument deltas of the call being read.
+func (p *Parser) progressCall() {
+	body := strings.TrimLeft(p.call.String(), " \t\r\n")
+	var name, args string
+	var ok bool
+	if strings.HasPrefix(body, "<function=") {
+		name, args, ok = p.xmlProgress(body)
+	} else if strings.HasPrefix(body, "{") {
+		name, args, ok = jsonProgress(body)
+	}
+	if !ok {
+		return
+	}
+	idx := p.calls
+	if !p.stream.started {
+		p.stream.started = true
+		p.out = append(p.out, Event{Kind: ToolCallStart, Call: &ToolCall{Index: idx, Name: name}})
+	}
+	if sent := p.stream.args.String(); len(args) > len(sent) && strings.HasPrefix(args, sent) {
+		p.out = append(p.out, Event{Kind: ToolCallArgs, Text: args[len(sent):], Call: &ToolCall{Index: idx}})
+		p.stream.args.WriteString(args[len(sent):])
+	}
+}
+
+// xmlProgress reads the function name and the parameters completed so far,
+// as the start of the arguments object.
+func (p *Parser) xmlProgress(body string) (name, args string, ok bool) {
+	rest := body[len("<function="):]
+	gt := strings.IndexByte(rest, '>')
+	if gt < 0 {
+		return "", "", false
+	}
+	name = strings.TrimSpace(rest[:gt])
+	if name == "" {
+		return "", "", false
+	}
+	rest = rest[gt+1:]
+	types := paramTypes(p.opts.Tools, name)
+	var b strings.Builder
+	n := 0
+	for {
+		rest = strings.TrimLeft(rest, " \t\r\n")
+		if !strings.HasPrefix(rest, "<parameter=") {
+			break
+		}
+		inner := rest[len("<parameter="):]
+		gt := strings.IndexByte(inner, '>')
+		end := strings.Index(inner, "</parameter>")
+		if gt < 0 || end < gt {
+			break
+		}
+		value := strings.TrimSuffix(strings.TrimPrefix(inner[gt+1:end], "\n"), "\n")
+		key := strings.TrimSpace(inner[:gt])
+		if n == 0 {
+			b.WriteByte('{')
+		} else {
+			b.WriteByte(',')
+		}
+		k, _ := json.Marshal(key)
+		b.Write(k)
+		b.WriteByte(':')
+		b.Write(typedValue(value, types[key]))
+		n++
+		rest = inner[end+len("</parameter>"):]
+	}
+	return name, b.String(), true
+}
+
+// jsonProgress finds "name" and the raw text of an object "arguments" so
+// far in a JSON call being written.
+func jsonProgress(body string) (name, args string, ok bool) {
+	name, ok = jsonStringField(body, "name")
+	if !ok {
+		return "", "", false
+	}
+	at := fieldValue(body, "arguments")
+	if at < 0 {
+		at = fieldValue(body, "parameters")
+	}
+	if at < 0 || body[at] != '{' {
+		return name, "", true
+	}
+	depth, inStr, esc := 0, false, false
+	for i := at; i < len(body); i++ {
+		c := body[i]
+		switch {
+		case esc:
+			esc = false
+		case inStr && c == '\\':
+			esc = true
+		case c == '"':
+			inStr = !inStr
+		case !inStr && c == '{':
+			depth++
+		case !inStr && c == '}':
+			depth--
+			if depth == 0 {
+				return name, body[at : i+1], true
+			}
+		}
+	}
+	return name, body[at:], true
+}
+
+// fieldValue is the offset of the value of "key" in a JSON text, or -1.
+func fieldValue(body, key string) int {
+	i := strings.Index(body, `"`+key+`"`)
+	if i < 0 {
+		return -1
+	}
+	j := i + len(key) + 2
+	for j < len(body) && (body[j] == ' ' || body[j] == '\n' || body[j] == '\t') {
+		j++
+	}
+	if j >= len(body) || body[j] != ':' {
+		return -1
+	}
+	j++
+	for j < len(body) && (body[j] == ' ' || body[j] == '\n' || body[j] == '\t') {
+		j++
+	}
+	if j >= len(body) {
+		return -1
+	}
+	return j
+}
+
+// jsonStringField reads a complete string value of "key".
+func jsonStringField(body, key string) (string, bool) {
+	at := fieldValue(body, key)
+	if at < 0 || body[at] != '"' {
+		return "", false
+	}
+	for i := at + 1; i < len(body); i++ {
+		if body[i] == '\\' {
+			i++
+			continue
+		}
+		if body[i] == '"' {
+			var s string
+			if json.Unmarshal([]byte(body[at:i+1]), &s) != nil || s == "" {
+				return "", false
+			}
+			return s, true
+		}
+	}
+	return "", false
 }
 
 // partialSuffix is the length of the longest suffix of s that is a proper

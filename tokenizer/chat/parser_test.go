@@ -107,3 +107,53 @@ func TestPromptOpensReasoning(t *testing.T) {
 		t.Error("empty think block (enable_thinking false) read as open")
 	}
 }
+
+// TestToolCallArgumentsStream: a call's name comes first, then argument
+// deltas that add up to a JSON object equal to the final arguments.
+func TestToolCallArgumentsStream(t *testing.T) {
+	for _, text := range []string{
+		"<tool_call>\n<function=get_weather>\n<parameter=city>\nNew York\n</parameter>\n<parameter=days>\n3\n</parameter>\n</function>\n</tool_call>",
+		"<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Paris\", \"tags\": [\"a\", \"{\"]}}\n</tool_call>",
+	} {
+		p := NewParser(ParserOptions{ToolCalls: true, Tools: weatherTool})
+		var events []Event
+		for i := range len(text) {
+			events = append(events, p.Push(text[i:i+1])...)
+		}
+		events = append(events, p.Close()...)
+		var starts, deltas int
+		var args strings.Builder
+		var done *ToolCall
+		for _, e := range events {
+			switch e.Kind {
+			case ToolCallStart:
+				starts++
+				if e.Call.Name != "get_weather" || deltas > 0 {
+					t.Fatalf("start %+v after %d deltas", e.Call, deltas)
+				}
+			case ToolCallArgs:
+				deltas++
+				args.WriteString(e.Text)
+			case ToolCallDone:
+				done = e.Call
+			}
+		}
+		if starts != 1 || deltas < 2 || done == nil || done.Err != nil {
+			t.Fatalf("%d starts, %d deltas, done %+v", starts, deltas, done)
+		}
+		var a, b any
+		if json.Unmarshal([]byte(args.String()), &a) != nil || json.Unmarshal([]byte(done.Arguments), &b) != nil {
+			t.Fatalf("streamed %q, final %q", args.String(), done.Arguments)
+		}
+		if ja, _ := json.Marshal(a); string(ja) != mustCompact(done.Arguments) {
+			t.Fatalf("streamed %q, final %q", args.String(), done.Arguments)
+		}
+	}
+}
+
+func mustCompact(s string) string {
+	var v any
+	json.Unmarshal([]byte(s), &v)
+	b, _ := json.Marshal(v)
+	return string(b)
+}
