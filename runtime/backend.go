@@ -169,6 +169,9 @@ func (b *Backend) MatMul(dst, x, w *Tensor) error {
 		c.rows("dst", dst)
 		if c.err == nil {
 			c.that(x.shape[1] == w.shape[1], "x has K=%d, w has K=%d", x.shape[1], w.shape[1])
+			if e, _ := w.dtype.Block(); e == 0 || w.shape[1]%e != 0 {
+				c.failf(ErrDType, "rows of %d are not whole %v blocks", w.shape[1], w.dtype)
+			}
 			c.that(dst.shape[0] == x.shape[0] && dst.shape[1] == w.shape[0], "dst %v, want [%d %d]", dst.shape, x.shape[0], w.shape[0])
 		}
 	}
@@ -470,24 +473,24 @@ func checkDeltaRule(c *check, out, q, k, v, g, beta, state *Tensor) {
 }
 
 // DeltaRuleChunked runs the gated delta rule over a sequence in chunks.
-func (b *Backend) DeltaRuleChunked(out, q, k, v, g, beta, state *Tensor, chunk int) error {
+func (b *Backend) DeltaRuleChunked(out, q, k, v, g, beta, state *Tensor, p DeltaRuleParams) error {
 	c := &check{}
 	ts := []*Tensor{out, q, k, v, g, beta, state}
 	if nonNil(ts...) {
 		checkDeltaRule(c, out, q, k, v, g, beta, state)
-		c.that(chunk > 0, "chunk length %d", chunk)
+		c.that(p.Chunk > 0, "chunk length %d", p.Chunk)
 	}
-	return run(b, DeltaRuleChunked, F32, c, ts, func(kern DeltaRuleChunkedKernel) { kern(out, q, k, v, g, beta, state, chunk) })
+	return run(b, DeltaRuleChunked, F32, c, ts, func(kern DeltaRuleChunkedKernel) { kern(out, q, k, v, g, beta, state, p) })
 }
 
 // DeltaRuleRecurrent runs the gated delta rule one token at a time.
-func (b *Backend) DeltaRuleRecurrent(out, q, k, v, g, beta, state *Tensor) error {
+func (b *Backend) DeltaRuleRecurrent(out, q, k, v, g, beta, state *Tensor, p DeltaRuleParams) error {
 	c := &check{}
 	ts := []*Tensor{out, q, k, v, g, beta, state}
 	if nonNil(ts...) {
 		checkDeltaRule(c, out, q, k, v, g, beta, state)
 	}
-	return run(b, DeltaRuleRecurrent, F32, c, ts, func(kern DeltaRuleRecurrentKernel) { kern(out, q, k, v, g, beta, state) })
+	return run(b, DeltaRuleRecurrent, F32, c, ts, func(kern DeltaRuleRecurrentKernel) { kern(out, q, k, v, g, beta, state, p) })
 }
 
 // RouterTopK picks k experts per row of logits [T, E] with renormalised

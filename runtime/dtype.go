@@ -14,9 +14,12 @@ const (
 	F32
 	BF16
 	F16
+	// Q8_0 is GGML's 8-bit block format: blocks of 32 weights, an f16 scale
+	// and 32 int8 values (34 bytes). Only contiguous weights use it.
+	Q8_0
 )
 
-var dtypeNames = [...]string{DTypeInvalid: "invalid", F32: "f32", BF16: "bf16", F16: "f16"}
+var dtypeNames = [...]string{DTypeInvalid: "invalid", F32: "f32", BF16: "bf16", F16: "f16", Q8_0: "q8_0"}
 
 func (d DType) String() string {
 	if int(d) < len(dtypeNames) {
@@ -25,7 +28,7 @@ func (d DType) String() string {
 	return "dtype(" + strconv.Itoa(int(d)) + ")"
 }
 
-// Size is the number of bytes of one element.
+// Size is the number of bytes of one element, 0 for block formats.
 func (d DType) Size() int {
 	switch d {
 	case F32:
@@ -36,8 +39,25 @@ func (d DType) Size() int {
 	return 0
 }
 
+// Block is (elements, bytes) of one block: (1, Size) for plain dtypes.
+func (d DType) Block() (elems, bytes int) {
+	if d == Q8_0 {
+		return 32, 34
+	}
+	return 1, d.Size()
+}
+
+// ByteLen is the number of bytes of n elements (n a multiple of the block).
+func (d DType) ByteLen(n int) int {
+	e, b := d.Block()
+	if e == 0 {
+		return 0
+	}
+	return n / e * b
+}
+
 // DTypes lists the valid dtypes in a stable order.
-var DTypes = []DType{F32, BF16, F16}
+var DTypes = []DType{F32, BF16, F16, Q8_0}
 
 // BF16ToF32 widens a bfloat16 bit pattern.
 func BF16ToF32(h uint16) float32 { return math.Float32frombits(uint32(h) << 16) }

@@ -55,9 +55,9 @@ type (
 	// chunks of the given length, from and into state [Hv, Dk, Dv].
 	// q, k are [T, Hk, Dk] (L2-normalised; the kernel scales q by Dk^-½),
 	// v and out are [T, Hv, Dv], g and beta [T, Hv].
-	DeltaRuleChunkedKernel func(out, q, k, v, g, beta, state *Tensor, chunk int)
+	DeltaRuleChunkedKernel func(out, q, k, v, g, beta, state *Tensor, p DeltaRuleParams)
 	// DeltaRuleRecurrentKernel is the same rule one token at a time.
-	DeltaRuleRecurrentKernel func(out, q, k, v, g, beta, state *Tensor)
+	DeltaRuleRecurrentKernel func(out, q, k, v, g, beta, state *Tensor, p DeltaRuleParams)
 	// RouterTopKKernel takes a softmax over each row of logits [T, E], keeps
 	// the k largest and renormalises them to sum to one.
 	RouterTopKKernel func(ids []int32, weights []float32, logits *Tensor, k int)
@@ -73,6 +73,14 @@ type (
 type AttnSeq struct {
 	Row, Len, Start int
 	Blocks          []int32
+}
+
+// DeltaRuleParams are the scalars of the gated delta rule.
+type DeltaRuleParams struct {
+	Chunk int // tokens per chunk of the chunked form
+	// TiledHeads: value head h reads key head h mod Hk (llama.cpp's order)
+	// instead of h / (Hv/Hk) (transformers' grouped order).
+	TiledHeads bool
 }
 
 // PreambleParams are the scalars of the fused attention preamble.

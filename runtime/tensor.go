@@ -17,11 +17,11 @@ type Tensor struct {
 
 // New allocates a zeroed, contiguous tensor.
 func New(dt DType, shape ...int) *Tensor {
-	n := numel(shape)
+	n := dt.ByteLen(numel(shape))
 	// Allocate as float32 words so that F32 data is 4-byte aligned.
-	words := make([]float32, (n*dt.Size()+3)/4)
+	words := make([]float32, (n+3)/4)
 	buf := unsafe.Slice((*byte)(unsafe.Pointer(unsafe.SliceData(words))), len(words)*4)
-	return &Tensor{dtype: dt, shape: clone(shape), strides: contiguousStrides(shape), data: buf[:n*dt.Size()]}
+	return &Tensor{dtype: dt, shape: clone(shape), strides: contiguousStrides(shape), data: buf[:n]}
 }
 
 // FromF32 wraps data (not copied) as a contiguous F32 tensor.
@@ -36,10 +36,10 @@ func FromF32(data []float32, shape ...int) (*Tensor, error) {
 // FromBytes wraps data (not copied, e.g. a memory-mapped weight) as a
 // contiguous tensor of dtype dt.
 func FromBytes(dt DType, data []byte, shape ...int) (*Tensor, error) {
-	if dt.Size() == 0 {
-		return nil, fmt.Errorf("runtime: %w: %v", ErrDType, dt)
+	if e, _ := dt.Block(); e == 0 || (len(shape) > 0 && shape[len(shape)-1]%e != 0) {
+		return nil, fmt.Errorf("runtime: %w: %v for shape %v", ErrDType, dt, shape)
 	}
-	if want := numel(shape) * dt.Size(); want != len(data) {
+	if want := dt.ByteLen(numel(shape)); want != len(data) {
 		return nil, fmt.Errorf("runtime: %w: %d bytes for %v %v, want %d", ErrShape, len(data), dt, shape, want)
 	}
 	return &Tensor{dtype: dt, shape: clone(shape), strides: contiguousStrides(shape), data: data}, nil
@@ -123,7 +123,7 @@ func (t *Tensor) U16() []uint16 {
 }
 
 // Bytes returns the raw bytes from the view's first element.
-func (t *Tensor) Bytes() []byte { return t.data[t.offset*t.dtype.Size():] }
+func (t *Tensor) Bytes() []byte { return t.data[t.dtype.ByteLen(t.offset):] }
 
 // Slice is the view of elements [start, end) along dim.
 func (t *Tensor) Slice(dim, start, end int) (*Tensor, error) {

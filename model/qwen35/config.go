@@ -55,6 +55,9 @@ type Config struct {
 	LinValueHeads int
 	LinKeyDim     int
 	LinValueDim   int
+	// TiledVHeads: value heads are stored in llama.cpp's tiled order (head h
+	// reads key head h mod Hk), as GGUF files hold them.
+	TiledVHeads bool
 
 	// Mixture of experts.
 	NumExperts      int

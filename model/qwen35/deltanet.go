@@ -75,15 +75,16 @@ func (n *DeltaNet) forward(be *rt.Backend, c *Config, out, x *rt.Tensor, cache *
 	}
 	core := rt.New(rt.F32, t, hv, dv)
 	v := vView.MustReshape(t, hv, dv)
+	params := rt.DeltaRuleParams{Chunk: chunkLen, TiledHeads: c.TiledVHeads}
 	for si, s := range b.seqs {
 		_, rec := cache.slot(layer, s.Slot)
 		r0, r1 := b.rows[si], b.rows[si]+len(s.Tokens)
 		rows := func(x *rt.Tensor) *rt.Tensor { v, _ := x.Slice(0, r0, r1); return v }
 		var err error
 		if r1-r0 == 1 {
-			err = be.DeltaRuleRecurrent(rows(core), rows(q), rows(k), rows(v), rows(g), rows(beta), rec)
+			err = be.DeltaRuleRecurrent(rows(core), rows(q), rows(k), rows(v), rows(g), rows(beta), rec, params)
 		} else {
-			err = be.DeltaRuleChunked(rows(core), rows(q), rows(k), rows(v), rows(g), rows(beta), rec, chunkLen)
+			err = be.DeltaRuleChunked(rows(core), rows(q), rows(k), rows(v), rows(g), rows(beta), rec, params)
 		}
 		if err != nil {
 			return err

@@ -52,11 +52,7 @@ type Options struct {
 // Plan reads config.json and the checkpoint headers in dir and returns the
 // configuration and the paths the model needs, reading no weight data.
 func Plan(dir string) (*Config, []rt.Path, error) {
-	cfg, err := LoadConfig(filepath.Join(dir, "config.json"))
-	if err != nil {
-		return nil, nil, err
-	}
-	src, err := model.OpenSafetensors(dir)
+	cfg, src, err := open(dir)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -69,14 +65,11 @@ func Plan(dir string) (*Config, []rt.Path, error) {
 	return cfg, paths(b.dtypes), nil
 }
 
-// Load opens the safetensors checkpoint in dir for backend be. It checks
+// Load opens the checkpoint in dir (a safetensors directory or a .gguf
+// file) for backend be. It checks
 // that be covers every path of the model before any weight is read.
 func Load(dir string, be *rt.Backend, opts Options) (*Model, error) {
-	cfg, err := LoadConfig(filepath.Join(dir, "config.json"))
-	if err != nil {
-		return nil, err
-	}
-	src, err := model.OpenSafetensors(dir)
+	cfg, src, err := open(dir)
 	if err != nil {
 		return nil, err
 	}
@@ -86,6 +79,23 @@ func Load(dir string, be *rt.Backend, opts Options) (*Model, error) {
 		return nil, err
 	}
 	return m, nil
+}
+
+// open reads the config and opens the tensors of a checkpoint directory
+// (config.json and safetensors) or of a .gguf file.
+func open(path string) (*Config, model.Source, error) {
+	if IsGGUF(path) {
+		return loadGGUF(path)
+	}
+	cfg, err := LoadConfig(filepath.Join(path, "config.json"))
+	if err != nil {
+		return nil, nil, err
+	}
+	src, err := model.OpenSafetensors(path)
+	if err != nil {
+		return nil, nil, err
+	}
+	return cfg, src, nil
 }
 
 // LoadFrom binds a model from any tensor source. The source is closed by

@@ -71,11 +71,14 @@ func TestEveryOpRegistered(t *testing.T) {
 func TestMatMulDTypes(t *testing.T) {
 	be := backend(t)
 	rng := rand.New(rand.NewPCG(1, 2))
-	m, k, n := 5, 37, 19
+	m, k, n := 5, 64, 19
 	x := random(rng, 1, m, k)
 	wf := random(rng, 1, n, k)
 	for _, dt := range rt.DTypes {
 		w := rt.New(dt, n, k)
+		if dt == rt.Q8_0 {
+			quantizeQ8_0(wf.F32(), w.Bytes())
+		}
 		ref := make([]float32, n*k) // the weight values as stored
 		for i, v := range wf.F32() {
 			switch dt {
@@ -87,6 +90,9 @@ func TestMatMulDTypes(t *testing.T) {
 			case rt.F16:
 				w.U16()[i] = rt.F32ToF16(v)
 				ref[i] = rt.F16ToF32(w.U16()[i])
+			case rt.Q8_0:
+				blk := w.Bytes()[i/32*34:]
+				ref[i] = rt.F16ToF32(uint16(blk[0])|uint16(blk[1])<<8) * float32(int8(blk[2+i%32]))
 			}
 		}
 		dst := rt.New(rt.F32, m, n)
@@ -104,6 +110,39 @@ func TestMatMulDTypes(t *testing.T) {
 		if d := maxDiff(dst.F32(), want); d > 1e-4 {
 			t.Errorf("%v: max diff %g", dt, d)
 		}
+	}
+}
+
+// quantizeQ8_0 is GGML's reference Q8_0 quantization: per block of 32,
+// d = max|x| / 127 stored as f16, q = round(x / d).
+func quantizeQ8_0(x []float32, out []byte) {
+	for b := 0; b*32 < len(x); b++ {
+		blk := x[b*32 : (b+1)*32]
+		amax := float32(0)
+		for _, v := range blk {
+			amax = max(amax, float32(math.Abs(float64(v))))
+		}
+		d := amax / 127
+		id := float32(0)
+		if d != 0 {
+			id = 1 / d
+		}
+		h := rt.F32ToF16(d)
+		o := out[b*34:]
+		o[0], o[1] = byte(h), byte(h>>8)
+		for i, v := range blk {
+			o[2+i] = byte(int8(math.Round(float64(v * id))))
+		}
+	}
+}
+
+func TestQ8_0RejectsPartialBlocks(t *testing.T) {
+	be := backend(t)
+	w := rt.New(rt.Q8_0, 4, 32)
+	x, dst := rt.New(rt.F32, 2, 32), rt.New(rt.F32, 2, 4)
+	must(t, be.MatMul(dst, x, w))
+	if _, err := rt.FromBytes(rt.Q8_0, make([]byte, 40), 1, 40); err == nil {
+		t.Fatal("a Q8_0 row of 40 was accepted")
 	}
 }
 
@@ -230,19 +269,19 @@ func TestDeltaRuleChunkedAndRecurrentMatchReference(t *testing.T) {
 	}
 	for _, chunk := range []int{1, 5, 16, 64} {
 		out, st := rt.New(rt.F32, T, hv, dv), clone(init)
-		must(t, be.DeltaRuleChunked(out, q, k, v, g, beta, st, chunk))
+		must(t, be.DeltaRuleChunked(out, q, k, v, g, beta, st, rt.DeltaRuleParams{Chunk: chunk}))
 		if d := maxDiff(out.F32(), wantF); d > 1e-4 {
 			t.Errorf("chunk %d: max diff %g", chunk, d)
 		}
 	}
 	out, st := rt.New(rt.F32, T, hv, dv), clone(init)
-	must(t, be.DeltaRuleRecurrent(out, q, k, v, g, beta, st))
+	must(t, be.DeltaRuleRecurrent(out, q, k, v, g, beta, st, rt.DeltaRuleParams{}))
 	if d := maxDiff(out.F32(), wantF); d > 1e-4 {
 		t.Errorf("recurrent: max diff %g", d)
 	}
 	// The state a chunked pass leaves equals the recurrent one's.
 	st2 := clone(init)
-	must(t, be.DeltaRuleChunked(rt.New(rt.F32, T, hv, dv), q, k, v, g, beta, st2, 16))
+	must(t, be.DeltaRuleChunked(rt.New(rt.F32, T, hv, dv), q, k, v, g, beta, st2, rt.DeltaRuleParams{Chunk: 16}))
 	if d := maxDiff(st.F32(), st2.F32()); d > 1e-4 {
 		t.Errorf("final states differ by %g", d)
 	}

@@ -16,12 +16,16 @@ type deltaHead struct {
 	scale        float32
 }
 
-func newDeltaHead(out, q, k, v, g, beta, state *rt.Tensor, h int) *deltaHead {
+func newDeltaHead(out, q, k, v, g, beta, state *rt.Tensor, h int, tiled bool) *deltaHead {
 	hk, hv := q.Dim(1), v.Dim(1)
 	dk, dv := q.Dim(2), v.Dim(2)
+	kh := h / (hv / hk)
+	if tiled {
+		kh = h % hk
+	}
 	return &deltaHead{
 		q: q, k: k, v: v, out: out, g: g, beta: beta,
-		h: h, kh: h / (hv / hk), dk: dk, dv: dv,
+		h: h, kh: kh, dk: dk, dv: dv,
 		s:     state.F32()[h*dk*dv : (h+1)*dk*dv],
 		scale: float32(1 / math.Sqrt(float64(dk))),
 	}
@@ -36,10 +40,10 @@ func (d *deltaHead) bAt(t int) float32    { return row(d.beta, t)[d.h] }
 
 // deltaRuleRecurrent: per token, S ← S·exp(g); δ = β(v − Sᵀk); S ← S + k⊗δ;
 // out = Sᵀ(q·scale).
-func deltaRuleRecurrent(out, q, k, v, g, beta, state *rt.Tensor) {
+func deltaRuleRecurrent(out, q, k, v, g, beta, state *rt.Tensor, p rt.DeltaRuleParams) {
 	parallelFor(v.Dim(1), 1, func(lo, hi int) {
 		for h := lo; h < hi; h++ {
-			d := newDeltaHead(out, q, k, v, g, beta, state, h)
+			d := newDeltaHead(out, q, k, v, g, beta, state, h, p.TiledHeads)
 			delta := make([]float32, d.dv)
 			for t := range q.Dim(0) {
 				d.step(t, delta)
@@ -86,11 +90,12 @@ func (d *deltaHead) step(t int, delta []float32) {
 //	U = (I+L)⁻¹ (β v),  W = (I+L)⁻¹ (β k exp(γ)),  V' = U − W S,
 //	out_i = exp(γ_i) q_i S + Σ_{j≤i} (q_i·k_j) exp(γ_i − γ_j) V'_j,
 //	S ← exp(γ_C) S + Σ_i exp(γ_C − γ_i) k_i ⊗ V'_i.
-func deltaRuleChunked(out, q, k, v, g, beta, state *rt.Tensor, chunk int) {
+func deltaRuleChunked(out, q, k, v, g, beta, state *rt.Tensor, p rt.DeltaRuleParams) {
+	chunk := p.Chunk
 	T := q.Dim(0)
 	parallelFor(v.Dim(1), 1, func(lo, hi int) {
 		for h := lo; h < hi; h++ {
-			d := newDeltaHead(out, q, k, v, g, beta, state, h)
+			d := newDeltaHead(out, q, k, v, g, beta, state, h, p.TiledHeads)
 			w := newChunkScratch(min(chunk, T), d.dk, d.dv)
 			for t0 := 0; t0 < T; t0 += chunk {
 				d.chunk(t0, min(chunk, T-t0), w)

@@ -13,6 +13,8 @@ func Register(reg *rt.Registry) error {
 		rt.Register(reg, rt.Embedding, rt.CPU, rt.F32, Provider, embedding),
 		rt.Register(reg, rt.Embedding, rt.CPU, rt.BF16, Provider, embedding),
 		rt.Register(reg, rt.Embedding, rt.CPU, rt.F16, Provider, embedding),
+		rt.Register(reg, rt.Embedding, rt.CPU, rt.Q8_0, Provider, embedding),
+		rt.Register(reg, rt.MatMul, rt.CPU, rt.Q8_0, Provider, matMul),
 		rt.Register(reg, rt.MatMul, rt.CPU, rt.F32, Provider, matMul),
 		rt.Register(reg, rt.MatMul, rt.CPU, rt.BF16, Provider, matMul),
 		rt.Register(reg, rt.MatMul, rt.CPU, rt.F16, Provider, matMul),

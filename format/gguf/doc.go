@@ -1,0 +1,5 @@
+// Package gguf reads GGUF files (versions 2 and 3), the format llama.cpp
+// writes: metadata key/values of every type, tensor infos, alignment, and
+// the data section, memory-mapped. Every offset and size is validated;
+// errors give the byte offset and the key or tensor.
+package gguf
