@@ -10,6 +10,7 @@ import (
 	"testing"
 	"unicode/utf8"
 
+	"github.com/govllm/govllm/format/gguf"
 	"github.com/govllm/govllm/internal/oracle"
 	"golang.org/x/text/unicode/norm"
 )
@@ -243,5 +244,33 @@ func TestDecodeReplacesInvalidUTF8LikeRust(t *testing.T) {
 		if got := toValidUTF8([]byte(in)); got != want {
 			t.Errorf("%q -> %q, want %q", in, got, want)
 		}
+	}
+}
+
+// TestGGUFTokenizerMatchesTokenizerJSON: the tokenizer a llama.cpp GGUF
+// embeds encodes every fixture case as Hugging Face does.
+func TestGGUFTokenizerMatchesTokenizerJSON(t *testing.T) {
+	for _, name := range oracle.Fixtures {
+		dir := filepath.Join(oracle.Dir(t), name)
+		files, _ := filepath.Glob(filepath.Join(dir, "gguf", "*.gguf"))
+		f, err := gguf.Open(files[0])
+		if err != nil {
+			t.Fatal(err)
+		}
+		tok, err := FromGGUF(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var doc struct {
+			Prompt    string
+			PromptIDs []int32 `json:"prompt_ids"`
+			Enc       []encCase
+		}
+		readJSON(t, filepath.Join(dir, "tokenizer_oracle.json"), &doc)
+		if got := tok.Encode(doc.Prompt); !slices.Equal(got, doc.PromptIDs) {
+			t.Errorf("%s: chat prompt %v, want %v", name, got, doc.PromptIDs)
+		}
+		checkCases(t, tok, doc.Enc)
+		f.Close()
 	}
 }

@@ -10,7 +10,6 @@ import (
 	"text/tabwriter"
 
 	"github.com/govllm/govllm/engine"
-	"github.com/govllm/govllm/tokenizer"
 	"github.com/spf13/cobra"
 )
 
@@ -44,7 +43,7 @@ func newBenchCmd() *cobra.Command {
 				return err
 			}
 			defer m.Close()
-			tok, err := tokenizer.Load(modelDir)
+			tok, err := loadTokenizer(modelDir)
 			if err != nil {
 				return err
 			}

@@ -29,11 +29,11 @@ func newChatCmd() *cobra.Command {
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			dir := args[0]
-			tok, err := tokenizer.Load(dir)
+			tok, err := loadTokenizer(dir)
 			if err != nil {
 				return err
 			}
-			tmpl, err := chat.LoadTemplate(dir, override)
+			tmpl, err := loadTemplate(dir, override)
 			if err != nil {
 				return err
 			}

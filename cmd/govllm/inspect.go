@@ -9,6 +9,7 @@ import (
 	"strings"
 	"text/tabwriter"
 
+	"github.com/govllm/govllm/format/gguf"
 	"github.com/govllm/govllm/format/safetensors"
 	"github.com/govllm/govllm/model/qwen35"
 	"github.com/spf13/cobra"
@@ -29,6 +30,9 @@ func inspect(w io.Writer, path string) error {
 	st, err := os.Stat(path)
 	if err != nil {
 		return err
+	}
+	if !st.IsDir() && qwen35.IsGGUF(path) {
+		return inspectGGUF(w, path)
 	}
 	var files []*safetensors.File
 	if st.IsDir() {
@@ -110,4 +114,40 @@ func unwrapAll(err error) error {
 		}
 		err = u.Unwrap()
 	}
+}
+
+func inspectGGUF(w io.Writer, path string) error {
+	f, err := gguf.Open(path)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	fmt.Fprintf(w, "gguf version %d, %d keys, %d tensors, alignment %d\n", f.Version, len(f.Keys), len(f.Tensors), f.Alignment)
+	if cfg, err := qwen35.ConfigFromGGUF(f); err == nil {
+		fmt.Fprintf(w, "architecture  %s, %d layers, hidden %d, vocab %d, rotary width %d\n", cfg.Architecture, cfg.NumLayers, cfg.HiddenSize, cfg.VocabSize, cfg.RotaryDim)
+	} else {
+		fmt.Fprintf(w, "config        %v\n", err)
+	}
+	for _, k := range f.Keys {
+		v := fmt.Sprint(f.Metadata[k].Value)
+		if arr, ok := f.Array(k); ok {
+			v = fmt.Sprintf("[%d values]", len(arr))
+		}
+		if len(v) > 80 {
+			v = v[:80] + "…"
+		}
+		fmt.Fprintf(w, "  %s = %s\n", k, strings.ReplaceAll(v, "\n", "\\n"))
+	}
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "\ntensor\ttype\tshape\tbytes")
+	var total int64
+	for _, t := range f.Tensors {
+		total += int64(t.Size)
+		fmt.Fprintf(tw, "%s\t%v\t%v\t%d\n", t.Name, t.Type, t.Shape(), t.Size)
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	fmt.Fprintf(w, "\ntotal %d bytes (%.1f MiB)\n", total, float64(total)/(1<<20))
+	return nil
 }

@@ -345,3 +345,28 @@ func TestInspectAndChat(t *testing.T) {
 		t.Fatalf("chat printed %d replies: %q", n, buf.String())
 	}
 }
+
+// TestGGUFWherever: the commands take a .gguf file where they take a
+// folder; the f32 file written by llama.cpp's converter chats like the
+// safetensors checkpoint it came from.
+func TestGGUFWherever(t *testing.T) {
+	fx := oracle.Load(t, "qwen35-dense")
+	file := filepath.Join(fx.Dir, "gguf", "qwen35-dense-f32.gguf")
+	fromDir, err := execute(t, "run", "--model", fx.Dir, "--max-tokens", "12", "def add(a, b):")
+	if err != nil {
+		t.Fatal(err)
+	}
+	fromFile, err := execute(t, "run", "--model", file, "--max-tokens", "12", "def add(a, b):")
+	if err != nil || fromFile != fromDir {
+		t.Fatalf("run on the GGUF: %q (%v), on the folder: %q", fromFile, err, fromDir)
+	}
+	if out, err := execute(t, "inspect", file); err != nil || !strings.Contains(out, "qwen35.rope.dimension_count = 8") || !strings.Contains(out, "blk.3.attn_q.weight") {
+		t.Fatalf("inspect: %v\n%s", err, out)
+	}
+	if out, err := execute(t, "ops", "--model", file); err != nil || !strings.Contains(out, "covers every op") {
+		t.Fatalf("ops: %v\n%s", err, out)
+	}
+	if out, err := execute(t, "tokenize", "--model", file, "--text", "def add(a, b):"); err != nil || !strings.HasPrefix(out, `{"ids":[`) {
+		t.Fatalf("tokenize: %v %s", err, out)
+	}
+}

@@ -10,7 +10,6 @@ import (
 	"github.com/govllm/govllm/engine"
 	"github.com/govllm/govllm/model/qwen35"
 	"github.com/govllm/govllm/tokenizer"
-	"github.com/govllm/govllm/tokenizer/chat"
 	"github.com/spf13/cobra"
 )
 
@@ -40,13 +39,13 @@ func newRunCmd() *cobra.Command {
 			if maxTokens < 1 {
 				return fmt.Errorf("--max-tokens %d must be at least 1", maxTokens)
 			}
-			tok, err := tokenizer.Load(modelDir)
+			tok, err := loadTokenizer(modelDir)
 			if err != nil {
 				return err
 			}
 			prompt := args[0]
 			if !noChat {
-				tmpl, err := chat.LoadTemplate(modelDir, override)
+				tmpl, err := loadTemplate(modelDir, override)
 				if err != nil {
 					return err
 				}
@@ -105,7 +104,7 @@ func stopTokens(dir string, cfg *qwen35.Config, tok *tokenizer.Tokenizer) map[in
 			}
 		}
 	}
-	if tmpl, err := chat.LoadTemplate(dir, ""); err == nil && tmpl.EOSToken != "" {
+	if tmpl, err := loadTemplate(dir, ""); err == nil && tmpl.EOSToken != "" {
 		if id, ok := tok.TokenID(tmpl.EOSToken); ok {
 			stop[id] = true
 		}

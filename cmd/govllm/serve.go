@@ -21,7 +21,6 @@ import (
 	"github.com/govllm/govllm/runtime/backends"
 	"github.com/govllm/govllm/server"
 	"github.com/govllm/govllm/tokenizer"
-	"github.com/govllm/govllm/tokenizer/chat"
 	"github.com/schollz/progressbar/v3"
 	"github.com/spf13/cobra"
 )
@@ -103,11 +102,11 @@ func serve(ctx context.Context, modelDir string, f serveFlags, ready chan<- stri
 	if err != nil {
 		return err
 	}
-	tok, err := tokenizer.Load(modelDir)
+	tok, err := loadTokenizer(modelDir)
 	if err != nil {
 		return err
 	}
-	tmpl, err := chat.LoadTemplate(modelDir, f.chatTemplate)
+	tmpl, err := loadTemplate(modelDir, f.chatTemplate)
 	if err != nil {
 		if f.chatTemplate != "" {
 			return err
@@ -137,7 +136,7 @@ func serve(ctx context.Context, modelDir string, f serveFlags, ready chan<- stri
 	defer eng.Close()
 	name := f.servedName
 	if name == "" {
-		name = filepath.Base(filepath.Clean(modelDir))
+		name = strings.TrimSuffix(filepath.Base(filepath.Clean(modelDir)), ".gguf")
 	}
 	srv := server.New(eng, tok, server.Options{ModelName: name, APIKey: f.apiKey, Template: tmpl})
 	ln, err := net.Listen("tcp", net.JoinHostPort(f.host, strconv.Itoa(f.port)))

@@ -5,7 +5,11 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"path/filepath"
 	"strings"
+
+	"github.com/govllm/govllm/format/gguf"
+	"github.com/govllm/govllm/model/qwen35"
 
 	"github.com/govllm/govllm/tokenizer"
 	"github.com/govllm/govllm/tokenizer/chat"
@@ -20,7 +24,7 @@ func newTokenizeCmd() *cobra.Command {
 		Short: `Encode text: JSON lines {"text": ...} on stdin to {"ids": [...]} lines`,
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			tok, err := tokenizer.Load(modelDir)
+			tok, err := loadTokenizer(modelDir)
 			if err != nil {
 				return err
 			}
@@ -60,7 +64,7 @@ func newDetokenizeCmd() *cobra.Command {
 		Short: `Decode ids: JSON lines {"ids": [...]} on stdin to {"text": ...} lines`,
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			tok, err := tokenizer.Load(modelDir)
+			tok, err := loadTokenizer(modelDir)
 			if err != nil {
 				return err
 			}
@@ -96,7 +100,7 @@ func newTemplateCmd() *cobra.Command {
 on stdin and writes the rendered prompt exactly, with no newline added.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			tmpl, err := chat.LoadTemplate(modelDir, override)
+			tmpl, err := loadTemplate(modelDir, override)
 			if err != nil {
 				return err
 			}
@@ -146,4 +150,48 @@ func orMissing(err error, field string) string {
 		return err.Error()
 	}
 	return fmt.Sprintf("no %q field", field)
+}
+
+// loadTokenizer reads the tokenizer of a model directory (tokenizer.json)
+// or of a .gguf file (tokenizer.ggml.*).
+func loadTokenizer(path string) (*tokenizer.Tokenizer, error) {
+	if !qwen35.IsGGUF(path) {
+		return tokenizer.Load(path)
+	}
+	f, err := gguf.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	return tokenizer.FromGGUF(f)
+}
+
+// loadTemplate reads the chat template of a model directory or of a .gguf
+// file (tokenizer.chat_template); override replaces it.
+func loadTemplate(path, override string) (*chat.Template, error) {
+	if !qwen35.IsGGUF(path) || override != "" {
+		dir := path
+		if qwen35.IsGGUF(path) {
+			dir = filepath.Dir(path)
+		}
+		return chat.LoadTemplate(dir, override)
+	}
+	f, err := gguf.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	src, ok := f.String("tokenizer.chat_template")
+	if !ok {
+		return nil, fmt.Errorf("%s has no tokenizer.chat_template; pass --chat-template: %w", path, chat.ErrTemplate)
+	}
+	tokens, _ := f.Array("tokenizer.ggml.tokens")
+	text := func(key string) string {
+		if id, ok := f.Uint(key); ok && int(id) < len(tokens) {
+			s, _ := tokens[id].(string)
+			return s
+		}
+		return ""
+	}
+	return chat.ParseTemplate(src, text("tokenizer.ggml.bos_token_id"), text("tokenizer.ggml.eos_token_id"))
 }
