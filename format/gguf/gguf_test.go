@@ -160,3 +160,58 @@ func FuzzParse(f *testing.F) {
 		}
 	})
 }
+
+func TestWriteReadRoundTrip(t *testing.T) {
+	w := NewWriter()
+	w.Set("general.architecture", "qwen35")
+	w.Set("n", uint32(7))
+	w.Set("f", float32(0.25))
+	w.Set("flags", []bool{true, false})
+	w.Set("names", []string{"a", "b"})
+	x := make([]float32, 64)
+	for i := range x {
+		x[i] = float32(i-32) / 7
+	}
+	for _, typ := range []TensorType{F32, F16, BF16, Q8_0} {
+		data, err := Quantize(typ, x)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := w.Add("t."+typ.String(), typ, []uint64{32, 2}, data); err != nil {
+			t.Fatal(err)
+		}
+	}
+	p := filepath.Join(t.TempDir(), "x.gguf")
+	if err := w.WriteFile(p); err != nil {
+		t.Fatal(err)
+	}
+	f, err := Open(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	if n, _ := f.Uint("n"); n != 7 {
+		t.Fatalf("n = %d", n)
+	}
+	if a, _ := f.Array("flags"); len(a) != 2 || a[0] != true {
+		t.Fatalf("flags %v", a)
+	}
+	for _, typ := range []TensorType{F32, F16, BF16, Q8_0} {
+		ti, ok := f.Tensor("t." + typ.String())
+		if !ok || ti.Type != typ {
+			t.Fatalf("%v missing", typ)
+		}
+		y, _ := Dequantize(typ, f.Bytes(ti))
+		tol := map[TensorType]float64{F32: 0, F16: 4e-3, BF16: 2e-2, Q8_0: 0.02}[typ]
+		for i := range x {
+			if math.Abs(float64(y[i]-x[i])) > tol {
+				t.Fatalf("%v: value %d: %v vs %v", typ, i, y[i], x[i])
+			}
+		}
+	}
+	// Q8_0 of a known block: max 127·d, d as f16.
+	blk, _ := Quantize(Q8_0, append([]float32{-2, 1}, make([]float32, 30)...))
+	if d := f16ToF32(binary.LittleEndian.Uint16(blk)); math.Abs(float64(d)-2.0/127) > 1e-5 || int8(blk[2]) != -127 || int8(blk[3]) != 64 {
+		t.Fatalf("q8_0 block %v", blk[:4])
+	}
+}

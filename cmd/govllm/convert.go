@@ -1,0 +1,37 @@
+package main
+
+import (
+	"log/slog"
+	"os"
+	"time"
+
+	"github.com/govllm/govllm/model/qwen35"
+	"github.com/schollz/progressbar/v3"
+	"github.com/spf13/cobra"
+)
+
+func newConvertCmd() *cobra.Command {
+	var typ string
+	cmd := &cobra.Command{
+		Use:   "convert HF_DIR OUT.gguf [--type f32|f16|bf16|q8_0]",
+		Short: "Convert a Hugging Face Qwen3.5 checkpoint to a GGUF file that llama.cpp loads",
+		Args:  cobra.ExactArgs(2),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			bar := progressbar.NewOptions(1, progressbar.OptionSetDescription("converting"), progressbar.OptionSetWriter(os.Stderr),
+				progressbar.OptionClearOnFinish(), progressbar.OptionShowCount())
+			start := time.Now()
+			err := qwen35.Convert(args[0], args[1], typ, func(done, total int) {
+				bar.ChangeMax(total)
+				bar.Set(done)
+			})
+			bar.Finish()
+			if err != nil {
+				return err
+			}
+			slog.Info("convert: written", "out", args[1], "type", typ, "elapsed", time.Since(start).Round(time.Millisecond))
+			return nil
+		},
+	}
+	cmd.Flags().StringVar(&typ, "type", "f16", "f32, f16, bf16 or q8_0")
+	return cmd
+}

@@ -1,0 +1,70 @@
+package qwen35_test
+
+import (
+	"encoding/json"
+	"errors"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/govllm/govllm/internal/oracle"
+	"github.com/govllm/govllm/model/qwen35"
+)
+
+// TestConvertRoundTrip converts every fixture and loads the file back:
+// f32 within 1e-3 of transformers, f16 within 1e-2, q8_0 measured.
+func TestConvertRoundTrip(t *testing.T) {
+	for _, name := range oracle.Fixtures {
+		fx := oracle.Load(t, name)
+		for _, typ := range []string{"f32", "f16", "q8_0"} {
+			out := filepath.Join(t.TempDir(), name+"-"+typ+".gguf")
+			if err := qwen35.Convert(fx.Dir, out, typ, nil); err != nil {
+				t.Fatal(err)
+			}
+			m := load(t, out, qwen35.Options{})
+			var got, want []float32
+			for _, c := range fx.Cases {
+				got = append(got, run(t, m, c.IDs, len(c.IDs))...)
+				want = append(want, oracle.ReadF32(t, c.Logits)...)
+			}
+			d, _ := oracle.MaxDiff(got, want)
+			mean, agree := closeness(got, want, m.Config.VocabSize)
+			t.Logf("%s %s: max |Δ| %.2g, mean |Δ| %.3g, argmax agreement %.3f", name, typ, d, mean, agree)
+			switch typ {
+			case "f32":
+				if d > 1e-3 {
+					t.Errorf("%s f32: max |Δlogit| %g", name, d)
+				}
+			case "f16":
+				if d > 1e-2 {
+					t.Errorf("%s f16: max |Δlogit| %g", name, d)
+				}
+			case "q8_0":
+				if mean > 0.15 || agree < 0.7 {
+					t.Errorf("%s q8_0: mean |Δ| %.3f, argmax agreement %.3f", name, mean, agree)
+				}
+			}
+		}
+	}
+}
+
+func TestConvertRefusesUnequalHeadDims(t *testing.T) {
+	src := filepath.Join(oracle.Dir(t), "qwen35-dense")
+	dir := t.TempDir()
+	for _, f := range []string{"model.safetensors", "tokenizer.json", "tokenizer_config.json"} {
+		os.Symlink(filepath.Join(src, f), filepath.Join(dir, f))
+	}
+	var cfg map[string]any
+	raw, _ := os.ReadFile(filepath.Join(src, "config.json"))
+	json.Unmarshal(raw, &cfg)
+	cfg["linear_value_head_dim"] = 32
+	raw, _ = json.Marshal(cfg)
+	os.WriteFile(filepath.Join(dir, "config.json"), raw, 0o644)
+	err := qwen35.Convert(dir, filepath.Join(dir, "out.gguf"), "f32", nil)
+	if !errors.Is(err, qwen35.ErrConfig) {
+		t.Fatalf("err = %v", err)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "out.gguf")); err == nil {
+		t.Fatal("a file was written")
+	}
+}

@@ -1,0 +1,90 @@
+package qwen35_test
+
+import (
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/govllm/govllm/internal/oracle"
+	"github.com/govllm/govllm/model/qwen35"
+)
+
+// nodeLlamaCpp finds node and an install of node-llama-cpp@3.22.1
+// ($GOVLLM_NODE_LLAMA_CPP, else ~/.cache/govllm/node-llama-cpp, where
+// .ci/run installs it).
+func nodeLlamaCpp(t *testing.T) (node, dir string) {
+	dir = os.Getenv("GOVLLM_NODE_LLAMA_CPP")
+	if dir == "" {
+		home, _ := os.UserHomeDir()
+		dir = filepath.Join(home, ".cache", "govllm", "node-llama-cpp")
+	}
+	node, err := exec.LookPath("node")
+	if err != nil {
+		t.Skip("node is not installed; .ci/run installs it")
+	}
+	if _, err := os.Stat(filepath.Join(dir, "node_modules", "node-llama-cpp")); err != nil {
+		t.Skipf("node-llama-cpp is not installed in %s; .ci/run installs it", dir)
+	}
+	return node, dir
+}
+
+// llamaLogits runs llama.cpp (through node-llama-cpp) on a GGUF file.
+func llamaLogits(t *testing.T, node, dir, model string, ids []int32) []float32 {
+	script, err := os.ReadFile(filepath.Join(oracle.Dir(t), "tools", "nlc_logits.mjs"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	js := filepath.Join(dir, "govllm_nlc_logits.mjs")
+	if err := os.WriteFile(js, script, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	parts := make([]string, len(ids))
+	for i, id := range ids {
+		parts[i] = strconv.Itoa(int(id))
+	}
+	out := filepath.Join(t.TempDir(), "logits.f32")
+	cmd := exec.Command(node, js, model, strings.Join(parts, ","), out)
+	cmd.Dir = dir
+	if msg, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("llama.cpp on %s: %v\n%s", model, err, msg)
+	}
+	return oracle.ReadF32(t, out)
+}
+
+// TestLlamaCppLoadsOurFiles: llama.cpp loads every GGUF govllm writes, and
+// its logits on our file equal its logits on the file its own converter
+// wrote from the same checkpoint.
+func TestLlamaCppLoadsOurFiles(t *testing.T) {
+	node, dir := nodeLlamaCpp(t)
+	for _, name := range oracle.Fixtures {
+		fx := oracle.Load(t, name)
+		for _, typ := range []string{"f32", "q8_0"} {
+			theirs := filepath.Join(fx.Dir, "gguf", fmt.Sprintf("%s-%s.gguf", name, typ))
+			// llama.cpp aborts on rotary width 0, so the norope files have
+			// no llama.cpp logits to compare with.
+			if _, err := os.Stat(strings.TrimSuffix(theirs, ".gguf") + ".len7.llamacpp.f32"); err != nil {
+				continue
+			}
+			ours := filepath.Join(t.TempDir(), name+".gguf")
+			if err := qwen35.Convert(fx.Dir, ours, typ, nil); err != nil {
+				t.Fatal(err)
+			}
+			for _, c := range fx.Cases {
+				if c.Name != "len7" && c.Name != "greedy" {
+					continue
+				}
+				want := oracle.ReadF32(t, strings.TrimSuffix(theirs, ".gguf")+"."+c.Name+".llamacpp.f32")
+				got := llamaLogits(t, node, dir, ours, c.IDs)
+				d, _ := oracle.MaxDiff(got, want)
+				t.Logf("%s %s %s: llama.cpp on ours vs on its own file: max |Δ| %.2g", name, typ, c.Name, d)
+				if bound := map[string]float64{"f32": 1e-4, "q8_0": 1e-2}[typ]; len(got) != len(want) || d > bound {
+					t.Errorf("%s %s %s: max |Δ| %g (bound %g)", name, typ, c.Name, d, bound)
+				}
+			}
+		}
+	}
+}
