@@ -48,6 +48,6 @@ func newRootCmd() *cobra.Command {
 		},
 	}
 	root.PersistentFlags().BoolVarP(&verbose, "verbose", "v", false, "debug logging")
-	root.AddCommand(newLogitsCmd(), newOpsCmd(), newRunCmd(), newTokenizeCmd(), newDetokenizeCmd(), newTemplateCmd(), newBenchCmd(), newServeCmd(), newInspectCmd(), newChatCmd(), newConvertCmd())
+	root.AddCommand(newLogitsCmd(), newOpsCmd(), newRunCmd(), newTokenizeCmd(), newDetokenizeCmd(), newTemplateCmd(), newBenchCmd(), newServeCmd(), newInspectCmd(), newChatCmd(), newConvertCmd(), newQuantizeCmd())
 	return root
 }

@@ -70,6 +70,12 @@ func arrayOf[T any](t ValueType, xs []T) Value {
 	return Value{Type: TypeArray, Elem: t, Value: items}
 }
 
+// SetValue adds a metadata key with a value as read from a File.
+func (w *Writer) SetValue(key string, v Value) {
+	w.keys = append(w.keys, key)
+	w.values = append(w.values, v)
+}
+
 // Add appends a tensor; dims are in GGML order (row length first).
 func (w *Writer) Add(name string, typ TensorType, dims []uint64, data []byte) error {
 	n := uint64(1)
@@ -111,42 +117,37 @@ func (w *Writer) Encode(out io.Writer) error {
 	u32 := func(v uint32) { b = binary.LittleEndian.AppendUint32(b, v) }
 	u64 := func(v uint64) { b = binary.LittleEndian.AppendUint64(b, v) }
 	str := func(s string) { u64(uint64(len(s))); b = append(b, s...) }
-	var scalar func(t ValueType, v any)
-	scalar = func(t ValueType, v any) {
-		switch t {
-		case TypeString:
-			str(v.(string))
-		case TypeBool:
-			if v.(bool) {
-				b = append(b, 1)
+	scalar := func(t ValueType, v any) {
+		var bits uint64
+		switch x := v.(type) {
+		case string:
+			str(x)
+			return
+		case bool:
+			if x {
+				bits = 1
+			}
+		case uint64:
+			bits = x
+		case uint32:
+			bits = uint64(x)
+		case int64:
+			bits = uint64(x)
+		case int32:
+			bits = uint64(int64(x))
+		case float64:
+			if t == TypeFloat32 {
+				bits = uint64(math.Float32bits(float32(x)))
 			} else {
-				b = append(b, 0)
+				bits = math.Float64bits(x)
 			}
-		case TypeUint32:
-			switch x := v.(type) {
-			case uint64:
-				u32(uint32(x))
-			case uint32:
-				u32(x)
-			}
-		case TypeInt32:
-			switch x := v.(type) {
-			case int64:
-				u32(uint32(int32(x)))
-			case int32:
-				u32(uint32(x))
-			}
-		case TypeUint64:
-			u64(v.(uint64))
-		case TypeFloat32:
-			switch x := v.(type) {
-			case float64:
-				u32(math.Float32bits(float32(x)))
-			case float32:
-				u32(math.Float32bits(x))
-			}
-		case TypeFloat64:
-			u64(math.Float64bits(v.(float64)))
+		case float32:
+			bits = uint64(math.Float32bits(x))
+		}
+		size := map[ValueType]int{TypeUint8: 1, TypeInt8: 1, TypeBool: 1, TypeUint16: 2, TypeInt16: 2,
+			TypeUint32: 4, TypeInt32: 4, TypeFloat32: 4, TypeUint64: 8, TypeInt64: 8, TypeFloat64: 8}[t]
+		for i := range size {
+			b = append(b, byte(bits>>(8*i)))
 		}
 	}
 	b = append(b, "GGUF"...)

@@ -269,12 +269,9 @@ func (c *converter) put(name string, x []float32, shape []int, keepF32 bool) {
 	if c.err != nil {
 		return
 	}
-	typ := c.typ
-	if keepF32 || len(shape) == 1 {
+	typ := fileTensorType(name, len(shape), shape[len(shape)-1], c.typ)
+	if keepF32 {
 		typ = gguf.F32
-	}
-	if typ == gguf.Q8_0 && shape[len(shape)-1]%32 != 0 {
-		typ = gguf.F16
 	}
 	data, err := gguf.Quantize(typ, x)
 	if err != nil {
@@ -431,4 +428,75 @@ func (c *converter) expert(lp string, e int, proj string) ([]float32, []int) {
 		return blk[:inter*h], []int{inter, h}
 	}
 	return blk[inter*h:], []int{inter, h}
+}
+
+// keptF32 lists the GGUF tensors llama.cpp keeps in F32 whatever the file
+// type: norms, the DeltaNet constants and conv taps, and the MoE routers.
+var keptF32 = []string{"_norm.weight", "ssm_a", "ssm_dt.bias", "ssm_conv1d.weight", "ffn_gate_inp.weight", "ffn_gate_inp_shexp.weight"}
+
+// KeepF32 reports whether llama.cpp keeps the GGUF tensor name in F32.
+func KeepF32(name string) bool {
+	for _, s := range keptF32 {
+		if strings.HasSuffix(name, s) {
+			return true
+		}
+	}
+	return false
+}
+
+// fileTensorType is the type a tensor of row length cols gets in a file of
+// type typ: F32 where llama.cpp keeps it, F16 where Q8_0 blocks do not fit.
+func fileTensorType(name string, dims int, cols int, typ gguf.TensorType) gguf.TensorType {
+	switch {
+	case KeepF32(name) || dims == 1:
+		return gguf.F32
+	case typ == gguf.Q8_0 && cols%32 != 0:
+		return gguf.F16
+	}
+	return typ
+}
+
+// Quantize rewrites a qwen35 GGUF file with its weights in typeName,
+// keeping its metadata (file_type updated) and the F32 tensors llama.cpp
+// keeps.
+func Quantize(in, out, typeName string, progress func(done, total int)) error {
+	ct, ok := ConvertTypes[typeName]
+	if !ok {
+		return fmt.Errorf("qwen35: quantize: type %q is not one of f32, f16, bf16, q8_0", typeName)
+	}
+	f, err := gguf.Open(in)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	w := gguf.NewWriter()
+	w.Alignment = f.Alignment
+	for _, k := range f.Keys {
+		if k == "general.alignment" {
+			continue
+		}
+		if k == "general.file_type" {
+			w.Set(k, ct.FileType)
+			continue
+		}
+		w.SetValue(k, f.Metadata[k])
+	}
+	for i, t := range f.Tensors {
+		x, err := gguf.Dequantize(t.Type, f.Bytes(t))
+		if err != nil {
+			return fmt.Errorf("qwen35: quantize: %s: %w", t.Name, err)
+		}
+		typ := fileTensorType(t.Name, len(t.Dims), int(t.Dims[0]), ct.Type)
+		data, err := gguf.Quantize(typ, x)
+		if err != nil {
+			return fmt.Errorf("qwen35: quantize: %s: %w", t.Name, err)
+		}
+		if err := w.Add(t.Name, typ, t.Dims, data); err != nil {
+			return err
+		}
+		if progress != nil {
+			progress(i+1, len(f.Tensors))
+		}
+	}
+	return w.WriteFile(out)
 }

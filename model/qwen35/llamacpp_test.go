@@ -1,6 +1,7 @@
 package qwen35_test
 
 import (
+	"bytes"
 	"fmt"
 	"os"
 	"os/exec"
@@ -9,6 +10,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/govllm/govllm/format/gguf"
 	"github.com/govllm/govllm/internal/oracle"
 	"github.com/govllm/govllm/model/qwen35"
 )
@@ -85,6 +87,41 @@ func TestLlamaCppLoadsOurFiles(t *testing.T) {
 					t.Errorf("%s %s %s: max |Δ| %g (bound %g)", name, typ, c.Name, d, bound)
 				}
 			}
+		}
+	}
+}
+
+// TestQuantizeLikeLlamaCpp: quantizing llama.cpp's own f32 file to q8_0
+// gives, tensor for tensor, the bytes and types of the q8_0 file its
+// converter wrote, so the blocks are llama.cpp's reference blocks.
+func TestQuantizeLikeLlamaCpp(t *testing.T) {
+	for _, name := range []string{"qwen35-dense", "qwen35moe"} {
+		fx := oracle.Load(t, name)
+		out := filepath.Join(t.TempDir(), "q8.gguf")
+		if err := qwen35.Quantize(filepath.Join(fx.Dir, "gguf", name+"-f32.gguf"), out, "q8_0", nil); err != nil {
+			t.Fatal(err)
+		}
+		ours, err := gguf.Open(out)
+		if err != nil {
+			t.Fatal(err)
+		}
+		theirs, err := gguf.Open(filepath.Join(fx.Dir, "gguf", name+"-q8_0.gguf"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, tt := range theirs.Tensors {
+			ot, ok := ours.Tensor(tt.Name)
+			if !ok || ot.Type != tt.Type || !bytes.Equal(ours.Bytes(ot), theirs.Bytes(tt)) {
+				t.Errorf("%s: tensor %s: ours %v, llama.cpp's %v (bytes equal: %v)", name, tt.Name, ot.Type, tt.Type, ok && bytes.Equal(ours.Bytes(ot), theirs.Bytes(tt)))
+			}
+		}
+		ours.Close()
+		theirs.Close()
+		m := load(t, out, qwen35.Options{})
+		c := fx.Cases[1]
+		want := run(t, load(t, filepath.Join(fx.Dir, "gguf", name+"-q8_0.gguf"), qwen35.Options{}), c.IDs, len(c.IDs))
+		if d, _ := oracle.MaxDiff(run(t, m, c.IDs, len(c.IDs)), want); d != 0 {
+			t.Errorf("%s: logits differ by %g", name, d)
 		}
 	}
 }

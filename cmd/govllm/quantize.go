@@ -1,0 +1,26 @@
+package main
+
+import (
+	"os"
+
+	"github.com/govllm/govllm/model/qwen35"
+	"github.com/schollz/progressbar/v3"
+	"github.com/spf13/cobra"
+)
+
+func newQuantizeCmd() *cobra.Command {
+	return &cobra.Command{
+		Use:   "quantize IN.gguf OUT.gguf TYPE",
+		Short: "Rewrite a qwen35 GGUF file with its weights in TYPE (f32, f16, bf16, q8_0)",
+		Args:  cobra.ExactArgs(3),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			bar := progressbar.NewOptions(1, progressbar.OptionSetDescription("quantizing"), progressbar.OptionSetWriter(os.Stderr),
+				progressbar.OptionClearOnFinish(), progressbar.OptionShowCount())
+			defer bar.Finish()
+			return qwen35.Quantize(args[0], args[1], args[2], func(done, total int) {
+				bar.ChangeMax(total)
+				bar.Set(done)
+			})
+		},
+	}
+}
