@@ -3,6 +3,8 @@ package runtime
 import (
 	"errors"
 	"math"
+	"os"
+	"regexp"
 	"strings"
 	"testing"
 )
@@ -178,5 +180,24 @@ func TestCheckListsMissingOpsByPath(t *testing.T) {
 	}
 	if got := m.Missing[0].Paths; len(got) != 2 {
 		t.Fatalf("matmul[bf16] paths = %v, want both", got)
+	}
+}
+
+// TestOpStringsAreGenerated fails when op_string.go is stale: each name
+// must be the line comment of its constant in op.go (run go generate).
+func TestOpStringsAreGenerated(t *testing.T) {
+	src, err := os.ReadFile("op.go")
+	if err != nil {
+		t.Fatal(err)
+	}
+	re := regexp.MustCompile(`(?m)^\t(Op\w+)\s.*// (\S+)$`)
+	matches := re.FindAllStringSubmatch(string(src), -1)
+	if len(matches) != int(opCount) {
+		t.Fatalf("%d commented op constants, %d ops", len(matches), opCount)
+	}
+	for i, m := range matches {
+		if got := OpID(i).String(); got != m[2] {
+			t.Errorf("%s is %q in op_string.go, %q in op.go: run go generate ./runtime", m[1], got, m[2])
+		}
 	}
 }
