@@ -29,8 +29,6 @@ type ggufRef struct {
 	fix    func(float32) float32
 }
 
-var ggufDTypes = map[gguf.TensorType]rt.DType{gguf.F32: rt.F32, gguf.F16: rt.F16, gguf.BF16: rt.BF16, gguf.Q8_0: rt.Q8_0}
-
 // ggufNames maps a GGUF block tensor to its Hugging Face suffix.
 var ggufNames = map[string]string{
 	"attn_norm.weight": "input_layernorm.weight", "post_attention_norm.weight": "post_attention_layernorm.weight",
@@ -112,7 +110,8 @@ func (g *GGUF) Info(name string) (TensorInfo, bool) {
 	if ref.expert >= 0 {
 		shape = shape[1:]
 	}
-	return TensorInfo{Name: name, DType: ggufDTypes[t.Type], Raw: t.Type.String(), Shape: shape, File: g.File.Path}, true
+	dt, _ := gguf.RuntimeDType(t.Type)
+	return TensorInfo{Name: name, DType: dt, Raw: t.Type.String(), Shape: shape, File: g.File.Path}, true
 }
 
 func (g *GGUF) Tensor(name string) (*rt.Tensor, error) {
@@ -121,7 +120,7 @@ func (g *GGUF) Tensor(name string) (*rt.Tensor, error) {
 		return nil, fmt.Errorf("model: %w: tensor %q not in %s", ErrTensor, name, g.File.Path)
 	}
 	t, _ := g.File.Tensor(ref.tensor)
-	dt, ok := ggufDTypes[t.Type]
+	dt, ok := gguf.RuntimeDType(t.Type)
 	if !ok {
 		return nil, fmt.Errorf("model: %s: tensor %q: %w: type %v is not supported yet", g.File.Path, t.Name, ErrTensor, t.Type)
 	}

@@ -14,12 +14,24 @@ const (
 	F32
 	BF16
 	F16
-	// Q8_0 is GGML's 8-bit block format: blocks of 32 weights, an f16 scale
-	// and 32 int8 values (34 bytes). Only contiguous weights use it.
+	// GGML's block formats (package quant decodes them). Only contiguous
+	// weights use them. Q8_0: blocks of 32 weights, an f16 scale and 32
+	// int8 (34 bytes); the k-quants have super-blocks of 256.
 	Q8_0
+	Q4_0
+	Q4_1
+	Q5_0
+	Q5_1
+	Q4_K
+	Q5_K
+	Q6_K
 )
 
-var dtypeNames = [...]string{DTypeInvalid: "invalid", F32: "f32", BF16: "bf16", F16: "f16", Q8_0: "q8_0"}
+var dtypeNames = [...]string{DTypeInvalid: "invalid", F32: "f32", BF16: "bf16", F16: "f16", Q8_0: "q8_0",
+	Q4_0: "q4_0", Q4_1: "q4_1", Q5_0: "q5_0", Q5_1: "q5_1", Q4_K: "q4_k", Q5_K: "q5_k", Q6_K: "q6_k"}
+
+var blocks = map[DType][2]int{Q8_0: {32, 34}, Q4_0: {32, 18}, Q4_1: {32, 20}, Q5_0: {32, 22}, Q5_1: {32, 24},
+	Q4_K: {256, 144}, Q5_K: {256, 176}, Q6_K: {256, 210}}
 
 func (d DType) String() string {
 	if int(d) < len(dtypeNames) {
@@ -41,8 +53,8 @@ func (d DType) Size() int {
 
 // Block is (elements, bytes) of one block: (1, Size) for plain dtypes.
 func (d DType) Block() (elems, bytes int) {
-	if d == Q8_0 {
-		return 32, 34
+	if b, ok := blocks[d]; ok {
+		return b[0], b[1]
 	}
 	return 1, d.Size()
 }
@@ -57,7 +69,10 @@ func (d DType) ByteLen(n int) int {
 }
 
 // DTypes lists the valid dtypes in a stable order.
-var DTypes = []DType{F32, BF16, F16, Q8_0}
+var DTypes = []DType{F32, BF16, F16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q4_K, Q5_K, Q6_K}
+
+// Quantized reports whether d is a block format.
+func (d DType) Quantized() bool { _, ok := blocks[d]; return ok }
 
 // BF16ToF32 widens a bfloat16 bit pattern.
 func BF16ToF32(h uint16) float32 { return math.Float32frombits(uint32(h) << 16) }

@@ -4,7 +4,29 @@ import (
 	"encoding/binary"
 	"fmt"
 	"math"
+
+	rt "github.com/govllm/govllm/runtime"
+	"github.com/govllm/govllm/runtime/quant"
 )
+
+// blockTypes are the GGML block types govllm reads and writes, as
+// runtime dtypes.
+var blockTypes = map[TensorType]rt.DType{Q8_0: rt.Q8_0, Q4_0: rt.Q4_0, Q4_1: rt.Q4_1, Q5_0: rt.Q5_0, Q5_1: rt.Q5_1,
+	Q4_K: rt.Q4_K, Q5_K: rt.Q5_K, Q6_K: rt.Q6_K}
+
+// RuntimeDType is the runtime dtype of a tensor type, if govllm computes with it.
+func RuntimeDType(t TensorType) (rt.DType, bool) {
+	switch t {
+	case F32:
+		return rt.F32, true
+	case F16:
+		return rt.F16, true
+	case BF16:
+		return rt.BF16, true
+	}
+	dt, ok := blockTypes[t]
+	return dt, ok
+}
 
 // Quantize encodes float32 values (a whole number of rows of the type's
 // block) as typ, with GGML's reference formulas.
@@ -28,29 +50,9 @@ func Quantize(typ TensorType, x []float32) ([]byte, error) {
 			binary.LittleEndian.PutUint16(out[2*i:], h)
 		}
 		return out, nil
-	case Q8_0:
-		if len(x)%32 != 0 {
-			return nil, fmt.Errorf("gguf: %d values are not whole Q8_0 blocks", len(x))
-		}
-		out := make([]byte, len(x)/32*34)
-		for b := 0; b*32 < len(x); b++ {
-			blk := x[b*32 : (b+1)*32]
-			var amax float32
-			for _, v := range blk {
-				amax = max(amax, float32(math.Abs(float64(v))))
-			}
-			d := amax / 127
-			id := float32(0)
-			if d != 0 {
-				id = 1 / d
-			}
-			o := out[b*34:]
-			binary.LittleEndian.PutUint16(o, f32ToF16(d))
-			for i, v := range blk {
-				o[2+i] = byte(int8(math.Round(float64(v * id))))
-			}
-		}
-		return out, nil
+	}
+	if dt, ok := blockTypes[typ]; ok {
+		return quant.Quantize(dt, x)
 	}
 	return nil, fmt.Errorf("gguf: quantizing to %v is not supported", typ)
 }
@@ -75,14 +77,11 @@ func Dequantize(typ TensorType, data []byte) ([]float32, error) {
 			}
 		}
 		return out, nil
-	case Q8_0:
-		out := make([]float32, len(data)/34*32)
-		for b := 0; b*34 < len(data); b++ {
-			d := f16ToF32(binary.LittleEndian.Uint16(data[b*34:]))
-			for i := range 32 {
-				out[b*32+i] = d * float32(int8(data[b*34+2+i]))
-			}
-		}
+	}
+	if dt, ok := blockTypes[typ]; ok {
+		e, bb := dt.Block()
+		out := make([]float32, len(data)/bb*e)
+		quant.DequantRow(dt, data, out)
 		return out, nil
 	}
 	return nil, fmt.Errorf("gguf: dequantizing %v is not supported", typ)

@@ -16,7 +16,12 @@ import (
 var ConvertTypes = map[string]struct {
 	Type     gguf.TensorType
 	FileType uint32
-}{"f32": {gguf.F32, 0}, "f16": {gguf.F16, 1}, "bf16": {gguf.BF16, 32}, "q8_0": {gguf.Q8_0, 7}}
+	Mix      bool // *_K_M: more bits for output, attn_v and ffn_down as llama.cpp does
+}{"f32": {gguf.F32, 0, false}, "f16": {gguf.F16, 1, false}, "bf16": {gguf.BF16, 32, false}, "q8_0": {gguf.Q8_0, 7, false},
+	"q4_0": {gguf.Q4_0, 2, false}, "q4_k_m": {gguf.Q4_K, 15, true}, "q5_k_m": {gguf.Q5_K, 17, true}, "q6_k": {gguf.Q6_K, 18, false}}
+
+// typeNames lists ConvertTypes for messages.
+const typeNames = "f32, f16, bf16, q8_0, q4_0, q4_k_m, q5_k_m, q6_k"
 
 // Convert writes the Hugging Face checkpoint in dir as a GGUF file that
 // llama.cpp loads, as its own converter would: the same keys and tensor
@@ -27,7 +32,7 @@ var ConvertTypes = map[string]struct {
 func Convert(dir, out, typeName string, progress func(done, total int)) error {
 	ct, ok := ConvertTypes[typeName]
 	if !ok {
-		return fmt.Errorf("qwen35: convert: type %q is not one of f32, f16, bf16, q8_0", typeName)
+		return fmt.Errorf("qwen35: convert: type %q is not one of %s", typeName, typeNames)
 	}
 	cfg, err := LoadConfig(filepath.Join(dir, "config.json"))
 	if err != nil {
@@ -52,7 +57,7 @@ func Convert(dir, out, typeName string, progress func(done, total int)) error {
 	if err := writeTokenizer(w, dir, cfg.VocabSize); err != nil {
 		return err
 	}
-	c := &converter{w: w, src: src, typ: ct.Type, cfg: cfg, prefix: "model."}
+	c := &converter{w: w, src: src, choose: chooser{typ: ct.Type, mix: ct.Mix, layers: cfg.NumLayers, tied: cfg.TieEmbeddings}, cfg: cfg, prefix: "model."}
 	if _, ok := src.Info("model.language_model.embed_tokens.weight"); ok {
 		c.prefix = "model.language_model."
 	}
@@ -242,7 +247,7 @@ func writeTokenizer(w *gguf.Writer, dir string, vocabSize int) error {
 type converter struct {
 	w      *gguf.Writer
 	src    model.Source
-	typ    gguf.TensorType
+	choose chooser
 	cfg    *Config
 	prefix string
 	err    error
@@ -269,7 +274,7 @@ func (c *converter) put(name string, x []float32, shape []int, keepF32 bool) {
 	if c.err != nil {
 		return
 	}
-	typ := fileTensorType(name, len(shape), shape[len(shape)-1], c.typ)
+	typ := c.choose.tensorType(name, len(shape), shape[len(shape)-1])
 	if keepF32 {
 		typ = gguf.F32
 	}
@@ -444,17 +449,45 @@ func KeepF32(name string) bool {
 	return false
 }
 
-// fileTensorType is the type a tensor of row length cols gets in a file of
-// type typ: F32 where llama.cpp keeps it, F16 where Q8_0 blocks do not fit.
-func fileTensorType(name string, dims int, cols int, typ gguf.TensorType) gguf.TensorType {
-	switch {
-	case KeepF32(name) || dims == 1:
+// chooser picks each tensor's type in a file of type typ, as llama.cpp's
+// quantizer does: F32 where it keeps F32; for *_K_M mixes (and the output
+// matrix of every quantized type) Q6_K for output and, on the layers its
+// use_more_bits picks, attn_v and ffn_down; a row that does not fill the
+// type's blocks falls back (Q4_K→Q5_0, Q5_K→Q5_1, Q6_K→Q8_0, then F16).
+type chooser struct {
+	typ    gguf.TensorType
+	mix    bool
+	layers int
+	tied   bool
+}
+
+func (c chooser) tensorType(name string, dims, cols int) gguf.TensorType {
+	if KeepF32(name) || dims == 1 {
 		return gguf.F32
-	case typ == gguf.Q8_0 && cols%32 != 0:
-		return gguf.F16
+	}
+	typ := c.typ
+	quantized := typ != gguf.F32 && typ != gguf.F16 && typ != gguf.BF16 && typ != gguf.Q8_0
+	var layer int
+	_, inBlock := fmt.Sscanf(name, "blk.%d.", &layer)
+	switch {
+	case quantized && (name == "output.weight" || (c.tied && name == "token_embd.weight")):
+		typ = gguf.Q6_K
+	case c.mix && inBlock == nil && useMoreBits(layer, c.layers) &&
+		(strings.HasSuffix(name, ".attn_v.weight") || strings.Contains(name, ".ffn_down")):
+		typ = gguf.Q6_K
+	}
+	for cols%typ.BlockSize() != 0 {
+		next := map[gguf.TensorType]gguf.TensorType{gguf.Q4_K: gguf.Q5_0, gguf.Q5_K: gguf.Q5_1, gguf.Q6_K: gguf.Q8_0}[typ]
+		if next == 0 {
+			return gguf.F16
+		}
+		typ = next
 	}
 	return typ
 }
+
+// useMoreBits is llama.cpp's choice of layers that get more bits.
+func useMoreBits(i, n int) bool { return i < n/8 || i >= 7*n/8 || (i-n/8)%3 == 2 }
 
 // Quantize rewrites a qwen35 GGUF file with its weights in typeName,
 // keeping its metadata (file_type updated) and the F32 tensors llama.cpp
@@ -462,13 +495,16 @@ func fileTensorType(name string, dims int, cols int, typ gguf.TensorType) gguf.T
 func Quantize(in, out, typeName string, progress func(done, total int)) error {
 	ct, ok := ConvertTypes[typeName]
 	if !ok {
-		return fmt.Errorf("qwen35: quantize: type %q is not one of f32, f16, bf16, q8_0", typeName)
+		return fmt.Errorf("qwen35: quantize: type %q is not one of %s", typeName, typeNames)
 	}
 	f, err := gguf.Open(in)
 	if err != nil {
 		return err
 	}
 	defer f.Close()
+	layers, _ := f.Uint(arch(f) + ".block_count")
+	_, hasOutput := f.Tensor("output.weight")
+	choose := chooser{typ: ct.Type, mix: ct.Mix, layers: int(layers), tied: !hasOutput}
 	w := gguf.NewWriter()
 	w.Alignment = f.Alignment
 	for _, k := range f.Keys {
@@ -486,7 +522,7 @@ func Quantize(in, out, typeName string, progress func(done, total int)) error {
 		if err != nil {
 			return fmt.Errorf("qwen35: quantize: %s: %w", t.Name, err)
 		}
-		typ := fileTensorType(t.Name, len(t.Dims), int(t.Dims[0]), ct.Type)
+		typ := choose.tensorType(t.Name, len(t.Dims), int(t.Dims[0]))
 		data, err := gguf.Quantize(typ, x)
 		if err != nil {
 			return fmt.Errorf("qwen35: quantize: %s: %w", t.Name, err)
@@ -499,4 +535,9 @@ func Quantize(in, out, typeName string, progress func(done, total int)) error {
 		}
 	}
 	return w.WriteFile(out)
+}
+
+func arch(f *gguf.File) string {
+	a, _ := f.String("general.architecture")
+	return a
 }

@@ -48,6 +48,30 @@ func TestConvertRoundTrip(t *testing.T) {
 	}
 }
 
+// TestConvertLowBitTypes writes the k-quant mixes and Q4_0 for the fixture
+// whose rows fill 256-element blocks and measures them; the bounds only
+// catch a broken encoder (a tiny random model is hard on 4 bits).
+func TestConvertLowBitTypes(t *testing.T) {
+	fx := oracle.Load(t, "qwen35-dense-h256-vlayout")
+	for typ, bound := range map[string]float64{"q4_0": 0.6, "q4_k_m": 0.55, "q5_k_m": 0.35, "q6_k": 0.25} {
+		out := filepath.Join(t.TempDir(), typ+".gguf")
+		if err := qwen35.Convert(fx.Dir, out, typ, nil); err != nil {
+			t.Fatal(err)
+		}
+		m := load(t, out, qwen35.Options{})
+		var got, want []float32
+		for _, c := range fx.Cases {
+			got = append(got, run(t, m, c.IDs, len(c.IDs))...)
+			want = append(want, oracle.ReadF32(t, c.Logits)...)
+		}
+		mean, agree := closeness(got, want, m.Config.VocabSize)
+		t.Logf("%s: mean |Δ| %.3f, argmax agreement %.3f", typ, mean, agree)
+		if mean > bound {
+			t.Errorf("%s: mean |Δ| %.3f over %v", typ, mean, bound)
+		}
+	}
+}
+
 func TestConvertRefusesUnequalHeadDims(t *testing.T) {
 	src := filepath.Join(oracle.Dir(t), "qwen35-dense")
 	dir := t.TempDir()

@@ -125,3 +125,45 @@ func TestQuantizeLikeLlamaCpp(t *testing.T) {
 		}
 	}
 }
+
+// TestLlamaCppReadsOurQuantizedBlocks: for each block type govllm writes,
+// llama.cpp decodes our file as govllm does: the two disagree far less than
+// either differs from transformers (what is left is llama.cpp quantizing
+// its activations).
+func TestLlamaCppReadsOurQuantizedBlocks(t *testing.T) {
+	node, dir := nodeLlamaCpp(t)
+	// The h256 fixture's rows fill 256-element blocks; the dense one's rows
+	// of 64 and 128 make the k-quant mixes fall back to Q5_0, Q5_1 and Q8_0.
+	for _, run1 := range []struct {
+		fixture string
+		types   []string
+	}{{"qwen35-dense-h256-vlayout", []string{"q4_0", "q4_k_m", "q5_k_m", "q6_k"}}, {"qwen35-dense", []string{"q4_k_m", "q5_k_m"}}} {
+		fx := oracle.Load(t, run1.fixture)
+		c := fx.Cases[2]
+		want := oracle.ReadF32(t, c.Logits)
+		for _, typ := range run1.types {
+			checkOurBlocks(t, node, dir, fx, c.IDs, want, typ)
+		}
+	}
+}
+
+func checkOurBlocks(t *testing.T, node, dir string, fx *oracle.Fixture, ids []int32, want []float32, typ string) {
+	{
+		out := filepath.Join(t.TempDir(), typ+".gguf")
+		if err := qwen35.Convert(fx.Dir, out, typ, nil); err != nil {
+			t.Fatal(err)
+		}
+		m := load(t, out, qwen35.Options{})
+		ours := run(t, m, ids, len(ids))
+		theirs := llamaLogits(t, node, dir, out, ids)
+		v := m.Config.VocabSize
+		between, _ := closeness(ours, theirs, v)
+		oursHF, oursAgree := closeness(ours, want, v)
+		theirsHF, theirAgree := closeness(theirs, want, v)
+		t.Logf("%s %s: govllm vs llama.cpp on our file: mean |Δ| %.4f; vs transformers: govllm %.4f (argmax %.2f), llama.cpp %.4f (argmax %.2f)",
+			fx.Name, typ, between, oursHF, oursAgree, theirsHF, theirAgree)
+		if between > 0.5*theirsHF || oursHF > theirsHF*1.05 {
+			t.Errorf("%s: govllm and llama.cpp read our blocks differently (mean |Δ| %.4f; to transformers %.4f and %.4f)", typ, between, oursHF, theirsHF)
+		}
+	}
+}

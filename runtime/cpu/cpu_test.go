@@ -8,6 +8,7 @@ import (
 
 	rt "github.com/govllm/govllm/runtime"
 	"github.com/govllm/govllm/runtime/cpu"
+	"github.com/govllm/govllm/runtime/quant"
 )
 
 func backend(t testing.TB) *rt.Backend {
@@ -71,13 +72,15 @@ func TestEveryOpRegistered(t *testing.T) {
 func TestMatMulDTypes(t *testing.T) {
 	be := backend(t)
 	rng := rand.New(rand.NewPCG(1, 2))
-	m, k, n := 5, 64, 19
+	m, k, n := 5, 256, 19
 	x := random(rng, 1, m, k)
 	wf := random(rng, 1, n, k)
 	for _, dt := range rt.DTypes {
 		w := rt.New(dt, n, k)
-		if dt == rt.Q8_0 {
-			quantizeQ8_0(wf.F32(), w.Bytes())
+		if dt.Quantized() {
+			data, err := quant.Quantize(dt, wf.F32())
+			must(t, err)
+			copy(w.Bytes(), data)
 		}
 		ref := make([]float32, n*k) // the weight values as stored
 		for i, v := range wf.F32() {
@@ -90,10 +93,10 @@ func TestMatMulDTypes(t *testing.T) {
 			case rt.F16:
 				w.U16()[i] = rt.F32ToF16(v)
 				ref[i] = rt.F16ToF32(w.U16()[i])
-			case rt.Q8_0:
-				blk := w.Bytes()[i/32*34:]
-				ref[i] = rt.F16ToF32(uint16(blk[0])|uint16(blk[1])<<8) * float32(int8(blk[2+i%32]))
 			}
+		}
+		if dt.Quantized() {
+			quant.DequantRow(dt, w.Bytes(), ref)
 		}
 		dst := rt.New(rt.F32, m, n)
 		must(t, be.MatMul(dst, x, w))

@@ -13,8 +13,6 @@ func Register(reg *rt.Registry) error {
 		rt.Register(reg, rt.Embedding, rt.CPU, rt.F32, Provider, embedding),
 		rt.Register(reg, rt.Embedding, rt.CPU, rt.BF16, Provider, embedding),
 		rt.Register(reg, rt.Embedding, rt.CPU, rt.F16, Provider, embedding),
-		rt.Register(reg, rt.Embedding, rt.CPU, rt.Q8_0, Provider, embedding),
-		rt.Register(reg, rt.MatMul, rt.CPU, rt.Q8_0, Provider, matMul),
 		rt.Register(reg, rt.MatMul, rt.CPU, rt.F32, Provider, matMul),
 		rt.Register(reg, rt.MatMul, rt.CPU, rt.BF16, Provider, matMul),
 		rt.Register(reg, rt.MatMul, rt.CPU, rt.F16, Provider, matMul),
@@ -38,6 +36,11 @@ func Register(reg *rt.Registry) error {
 		rt.Register(reg, rt.RouterTopK, rt.CPU, f32, Provider, routerTopK),
 		rt.Register(reg, rt.GatherRows, rt.CPU, f32, Provider, gatherRows),
 		rt.Register(reg, rt.MoEScatterAdd, rt.CPU, f32, Provider, moeScatterAdd),
+	}
+	for _, dt := range rt.DTypes {
+		if dt.Quantized() {
+			regs = append(regs, rt.Register(reg, rt.Embedding, rt.CPU, dt, Provider, embedding), rt.Register(reg, rt.MatMul, rt.CPU, dt, Provider, matMul))
+		}
 	}
 	for _, err := range regs {
 		if err != nil {

@@ -1,6 +1,9 @@
 package cpu
 
-import rt "github.com/govllm/govllm/runtime"
+import (
+	rt "github.com/govllm/govllm/runtime"
+	"github.com/govllm/govllm/runtime/quant"
+)
 
 // row returns row r (Dim(-1) elements) of an F32 tensor with a dense last
 // dimension.
@@ -39,21 +42,11 @@ func weightRow(w *rt.Tensor, n int, buf []float32) []float32 {
 			dst[i] = rt.F16ToF32(h)
 		}
 		return dst
-	case rt.Q8_0:
-		return dequantQ8_0(w.Bytes()[n*(k/32*34):(n+1)*(k/32*34)], buf[:k])
+	}
+	if w.DType().Quantized() {
+		rb := w.DType().ByteLen(k)
+		quant.DequantRow(w.DType(), w.Bytes()[n*rb:(n+1)*rb], buf[:k])
+		return buf[:k]
 	}
 	panic("cpu: weight dtype " + w.DType().String())
-}
-
-// dequantQ8_0 expands blocks of (f16 scale, 32 int8) into dst.
-func dequantQ8_0(src []byte, dst []float32) []float32 {
-	for b := 0; b*34 < len(src); b++ {
-		blk := src[b*34 : (b+1)*34]
-		d := rt.F16ToF32(uint16(blk[0]) | uint16(blk[1])<<8)
-		out := dst[b*32 : (b+1)*32]
-		for i, q := range blk[2:] {
-			out[i] = d * float32(int8(q))
-		}
-	}
-	return dst
 }
