@@ -13,7 +13,7 @@ import (
 func newConvertCmd() *cobra.Command {
 	var typ string
 	cmd := &cobra.Command{
-		Use:   "convert HF_DIR OUT.gguf [--type f32|f16|bf16|q8_0|q4_0|q4_k_m|q5_k_m|q6_k]",
+		Use:   "convert HF_DIR OUT.gguf [--type f32|f16|bf16|q8_0|q4_0|q4_1|q5_0|q5_1|q4_k_m|q5_k_m|q6_k|q2_k|q3_k|iq4_nl|iq4_xs]",
 		Short: "Convert a Hugging Face Qwen3.5 checkpoint to a GGUF file that llama.cpp loads",
 		Args:  cobra.ExactArgs(2),
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -32,6 +32,6 @@ func newConvertCmd() *cobra.Command {
 			return nil
 		},
 	}
-	cmd.Flags().StringVar(&typ, "type", "f16", "f32, f16, bf16, q8_0, q4_0, q4_k_m, q5_k_m or q6_k")
+	cmd.Flags().StringVar(&typ, "type", "f16", "f32, f16, bf16, q8_0, q4_0, q4_1, q5_0, q5_1, q4_k_m, q5_k_m, q6_k, q2_k, q3_k, iq4_nl or iq4_xs")
 	return cmd
 }

@@ -12,7 +12,7 @@ import (
 // blockTypes are the GGML block types govllm reads and writes, as
 // runtime dtypes.
 var blockTypes = map[TensorType]rt.DType{Q8_0: rt.Q8_0, Q4_0: rt.Q4_0, Q4_1: rt.Q4_1, Q5_0: rt.Q5_0, Q5_1: rt.Q5_1,
-	Q4_K: rt.Q4_K, Q5_K: rt.Q5_K, Q6_K: rt.Q6_K}
+	Q4_K: rt.Q4_K, Q5_K: rt.Q5_K, Q6_K: rt.Q6_K, Q2_K: rt.Q2_K, Q3_K: rt.Q3_K, IQ4_NL: rt.IQ4_NL, IQ4_XS: rt.IQ4_XS}
 
 // RuntimeDType is the runtime dtype of a tensor type, if govllm computes with it.
 func RuntimeDType(t TensorType) (rt.DType, bool) {

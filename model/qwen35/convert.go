@@ -18,10 +18,12 @@ var ConvertTypes = map[string]struct {
 	FileType uint32
 	Mix      bool // *_K_M: more bits for output, attn_v and ffn_down as llama.cpp does
 }{"f32": {gguf.F32, 0, false}, "f16": {gguf.F16, 1, false}, "bf16": {gguf.BF16, 32, false}, "q8_0": {gguf.Q8_0, 7, false},
-	"q4_0": {gguf.Q4_0, 2, false}, "q4_k_m": {gguf.Q4_K, 15, true}, "q5_k_m": {gguf.Q5_K, 17, true}, "q6_k": {gguf.Q6_K, 18, false}}
+	"q4_0": {gguf.Q4_0, 2, false}, "q4_k_m": {gguf.Q4_K, 15, true}, "q5_k_m": {gguf.Q5_K, 17, true}, "q6_k": {gguf.Q6_K, 18, false},
+	"q4_1": {gguf.Q4_1, 3, false}, "q5_0": {gguf.Q5_0, 8, false}, "q5_1": {gguf.Q5_1, 9, false},
+	"q2_k": {gguf.Q2_K, 10, false}, "q3_k": {gguf.Q3_K, 11, false}, "iq4_nl": {gguf.IQ4_NL, 25, false}, "iq4_xs": {gguf.IQ4_XS, 30, false}}
 
 // typeNames lists ConvertTypes for messages.
-const typeNames = "f32, f16, bf16, q8_0, q4_0, q4_k_m, q5_k_m, q6_k"
+const typeNames = "f32, f16, bf16, q8_0, q4_0, q4_1, q5_0, q5_1, q4_k_m, q5_k_m, q6_k, q2_k, q3_k, iq4_nl, iq4_xs"
 
 // Convert writes the Hugging Face checkpoint in dir as a GGUF file that
 // llama.cpp loads, as its own converter would: the same keys and tensor
@@ -477,7 +479,8 @@ func (c chooser) tensorType(name string, dims, cols int) gguf.TensorType {
 		typ = gguf.Q6_K
 	}
 	for cols%typ.BlockSize() != 0 {
-		next := map[gguf.TensorType]gguf.TensorType{gguf.Q4_K: gguf.Q5_0, gguf.Q5_K: gguf.Q5_1, gguf.Q6_K: gguf.Q8_0}[typ]
+		next := map[gguf.TensorType]gguf.TensorType{gguf.Q4_K: gguf.Q5_0, gguf.Q5_K: gguf.Q5_1, gguf.Q6_K: gguf.Q8_0,
+			gguf.Q2_K: gguf.IQ4_NL, gguf.Q3_K: gguf.IQ4_NL, gguf.IQ4_XS: gguf.IQ4_NL}[typ]
 		if next == 0 {
 			return gguf.F16
 		}

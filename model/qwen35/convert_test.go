@@ -53,7 +53,8 @@ func TestConvertRoundTrip(t *testing.T) {
 // catch a broken encoder (a tiny random model is hard on 4 bits).
 func TestConvertLowBitTypes(t *testing.T) {
 	fx := oracle.Load(t, "qwen35-dense-h256-vlayout")
-	for typ, bound := range map[string]float64{"q4_0": 0.6, "q4_k_m": 0.55, "q5_k_m": 0.35, "q6_k": 0.25} {
+	for typ, bound := range map[string]float64{"q4_0": 0.6, "q4_k_m": 0.55, "q5_k_m": 0.35, "q6_k": 0.25,
+		"q2_k": 1.5, "q3_k": 1.0, "iq4_nl": 0.6, "iq4_xs": 0.6, "q4_1": 0.6, "q5_0": 0.35, "q5_1": 0.35} {
 		out := filepath.Join(t.TempDir(), typ+".gguf")
 		if err := qwen35.Convert(fx.Dir, out, typ, nil); err != nil {
 			t.Fatal(err)
@@ -90,5 +91,47 @@ func TestConvertRefusesUnequalHeadDims(t *testing.T) {
 	}
 	if _, err := os.Stat(filepath.Join(dir, "out.gguf")); err == nil {
 		t.Fatal("a file was written")
+	}
+}
+
+// TestQuantizedGreedyAgreement measures, per fixture, how many of
+// transformers' 24 greedy tokens a q8_0 and a q4_k_m conversion reproduce
+// before the first difference (the f32 conversion must reproduce all).
+func TestQuantizedGreedyAgreement(t *testing.T) {
+	for _, name := range oracle.Fixtures {
+		fx := oracle.Load(t, name)
+		for _, typ := range []string{"f32", "q8_0", "q4_k_m"} {
+			out := filepath.Join(t.TempDir(), typ+".gguf")
+			if err := qwen35.Convert(fx.Dir, out, typ, nil); err != nil {
+				t.Fatal(err)
+			}
+			m := load(t, out, qwen35.Options{})
+			st := m.NewState()
+			lg, err := m.Forward(st, fx.Greedy.Prompt, qwen35.ForwardOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			v, same := m.Config.VocabSize, 0
+			for _, want := range fx.Greedy.Output {
+				row := lg.F32()[(lg.Dim(0)-1)*v : lg.Dim(0)*v]
+				best := 0
+				for i, x := range row {
+					if x > row[best] {
+						best = i
+					}
+				}
+				if int32(best) != want {
+					break
+				}
+				same++
+				if lg, err = m.Forward(st, []int32{want}, qwen35.ForwardOptions{}); err != nil {
+					t.Fatal(err)
+				}
+			}
+			t.Logf("%s %s: %d of %d greedy tokens as transformers", name, typ, same, len(fx.Greedy.Output))
+			if typ == "f32" && same != len(fx.Greedy.Output) {
+				t.Errorf("%s f32: greedy diverges at token %d", name, same)
+			}
+		}
 	}
 }

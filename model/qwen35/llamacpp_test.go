@@ -137,7 +137,7 @@ func TestLlamaCppReadsOurQuantizedBlocks(t *testing.T) {
 	for _, run1 := range []struct {
 		fixture string
 		types   []string
-	}{{"qwen35-dense-h256-vlayout", []string{"q4_0", "q4_k_m", "q5_k_m", "q6_k"}}, {"qwen35-dense", []string{"q4_k_m", "q5_k_m"}}} {
+	}{{"qwen35-dense-h256-vlayout", []string{"q4_0", "q4_1", "q5_0", "q5_1", "q4_k_m", "q5_k_m", "q6_k", "q2_k", "q3_k", "iq4_nl", "iq4_xs"}}, {"qwen35-dense", []string{"q4_k_m", "q5_k_m"}}} {
 		fx := oracle.Load(t, run1.fixture)
 		c := fx.Cases[2]
 		want := oracle.ReadF32(t, c.Logits)

@@ -65,6 +65,73 @@ func DequantRow(dt rt.DType, src []byte, dst []float32) {
 			dequantQ45K(dt, blk, out)
 		case rt.Q6_K:
 			dequantQ6K(blk, out)
+		case rt.Q2_K:
+			dequantQ2K(blk, out)
+		case rt.Q3_K:
+			dequantQ3K(blk, out)
+		case rt.IQ4_NL:
+			d := f16(blk)
+			for j, q := range blk[2:18] {
+				out[j], out[j+16] = d*float32(iq4nl[q&0xf]), d*float32(iq4nl[q>>4])
+			}
+		case rt.IQ4_XS:
+			dequantIQ4XS(blk, out)
+		}
+	}
+}
+
+// iq4nl is the non-linear grid of IQ4_NL and IQ4_XS.
+var iq4nl = [16]int8{-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113}
+
+// dequantQ2K: scales[16] (scale | min<<4), qs[64] of 2-bit quants, d, dmin.
+func dequantQ2K(blk []byte, out []float32) {
+	d, dmin := f16(blk[80:]), f16(blk[82:])
+	for e := range 256 {
+		n, j, r := e/128, (e%128)/32, e%32
+		sc := blk[e/16]
+		q := (blk[16+32*n+r] >> (2 * j)) & 3
+		out[e] = d*float32(sc&0xf)*float32(q) - dmin*float32(sc>>4)
+	}
+}
+
+// q3Scales unpacks Q3_K's sixteen 6-bit scales from 12 bytes.
+func q3Scales(s []byte) [16]int {
+	var out [16]int
+	for b := range 4 {
+		out[b] = int(s[b]&0xf | (s[8+b]&3)<<4)
+		out[4+b] = int(s[4+b]&0xf | ((s[8+b]>>2)&3)<<4)
+		out[8+b] = int(s[b]>>4 | ((s[8+b]>>4)&3)<<4)
+		out[12+b] = int(s[4+b]>>4 | ((s[8+b]>>6)&3)<<4)
+	}
+	return out
+}
+
+// dequantQ3K: hmask[32], qs[64], scales[12], d; 3-bit quants L−4 with the
+// high bit in hmask.
+func dequantQ3K(blk []byte, out []float32) {
+	hm, qs, d := blk[:32], blk[32:96], f16(blk[108:])
+	sc := q3Scales(blk[96:108])
+	for e := range 256 {
+		n, j, r := e/128, (e%128)/32, e%32
+		low := int(qs[32*n+r]>>(2*j)) & 3
+		if hm[r]&(1<<(4*n+j)) == 0 {
+			low -= 4
+		}
+		out[e] = d * float32(sc[e/16]-32) * float32(low)
+	}
+}
+
+// dequantIQ4XS: d, scales_h (uint16), scales_l[4], qs[128]; 8 sub-blocks
+// of 32 on the iq4nl grid with 6-bit scales.
+func dequantIQ4XS(blk []byte, out []float32) {
+	d := f16(blk)
+	sh := binary.LittleEndian.Uint16(blk[2:])
+	sl, qs := blk[4:8], blk[8:136]
+	for ib := range 8 {
+		ls := int((sl[ib/2]>>(4*(ib%2)))&0xf) | int((sh>>(2*ib))&3)<<4
+		dl := d * float32(ls-32)
+		for j, q := range qs[16*ib : 16*ib+16] {
+			out[32*ib+j], out[32*ib+j+16] = dl*float32(iq4nl[q&0xf]), dl*float32(iq4nl[q>>4])
 		}
 	}
 }
@@ -187,6 +254,20 @@ func Quantize(dt rt.DType, x []float32) ([]byte, error) {
 			quantQ45K(dt, blk, o)
 		case rt.Q6_K:
 			quantQ6K(blk, o)
+		case rt.Q2_K:
+			quantQ2K(blk, o)
+		case rt.Q3_K:
+			quantQ3K(blk, o)
+		case rt.IQ4_NL:
+			mx := signedMax(blk)
+			d := mx / float32(iq4nl[0])
+			putF16(o, d)
+			d = f16(o)
+			for j := range 16 {
+				o[2+j] = nearestIQ4(blk[j], d) | nearestIQ4(blk[j+16], d)<<4
+			}
+		case rt.IQ4_XS:
+			quantIQ4XS(blk, o)
 		default:
 			return nil, fmt.Errorf("quant: no encoder for %v", dt)
 		}
@@ -338,6 +419,126 @@ func quantQ6K(x []float32, o []byte) {
 			ql[l] = byte(q1&0xf) | byte(q3&0xf)<<4
 			ql[l+32] = byte(q2&0xf) | byte(q4&0xf)<<4
 			qh[l] = byte(q1>>4) | byte(q2>>4)<<2 | byte(q3>>4)<<4 | byte(q4>>4)<<6
+		}
+	}
+}
+
+// nearestIQ4 is the index of the grid value nearest to x/d.
+func nearestIQ4(x, d float32) byte {
+	if d == 0 {
+		return 8 // the grid value nearest zero
+	}
+	v, best := x/d, 0
+	for i, g := range iq4nl {
+		if math.Abs(float64(v-float32(g))) < math.Abs(float64(v-float32(iq4nl[best]))) {
+			best = i
+		}
+	}
+	return byte(best)
+}
+
+func quantIQ4XS(x []float32, o []byte) {
+	var s [8]float32
+	var maxAbsScale float32
+	for ib := range 8 {
+		s[ib] = signedMax(x[32*ib:32*ib+32]) / float32(iq4nl[0])
+		maxAbsScale = max(maxAbsScale, float32(math.Abs(float64(s[ib]))))
+	}
+	d := maxAbsScale / 31
+	putF16(o, d)
+	d = f16(o)
+	var sh uint16
+	sl, qs := o[4:8], o[8:136]
+	clear(sl)
+	for ib := range 8 {
+		ls := 32
+		if d != 0 {
+			ls = max(0, min(63, int(math.Round(float64(s[ib]/d)))+32))
+		}
+		sl[ib/2] |= byte(ls&0xf) << (4 * (ib % 2))
+		sh |= uint16(ls>>4) << (2 * ib)
+		dl := d * float32(ls-32)
+		for j := range 16 {
+			qs[16*ib+j] = nearestIQ4(x[32*ib+j], dl) | nearestIQ4(x[32*ib+j+16], dl)<<4
+		}
+	}
+	binary.LittleEndian.PutUint16(o[2:], sh)
+}
+
+// quantQ2K: per sub-block of 16 a 4-bit scale and min (x ≈ sc·q − m, q in
+// 0..3), of the block's d and dmin.
+func quantQ2K(x []float32, o []byte) {
+	var sc, mn [16]float32
+	var maxSc, maxMn float32
+	for j := range 16 {
+		sub := x[16*j : 16*j+16]
+		lo, hi := float32(0), sub[0]
+		for _, v := range sub {
+			lo, hi = min(lo, v), max(hi, v)
+		}
+		sc[j], mn[j] = (hi-lo)/3, -lo
+		maxSc, maxMn = max(maxSc, sc[j]), max(maxMn, mn[j])
+	}
+	putF16(o[80:], maxSc/15)
+	putF16(o[82:], maxMn/15)
+	d, dmin := f16(o[80:]), f16(o[82:])
+	var ls, lm [16]int
+	for j := range 16 {
+		ls[j] = min(15, int(math.Round(float64(sc[j]*inv(d)))))
+		lm[j] = min(15, int(math.Round(float64(mn[j]*inv(dmin)))))
+		o[j] = byte(ls[j] | lm[j]<<4)
+	}
+	clear(o[16:80])
+	for e := range 256 {
+		n, j, r := e/128, (e%128)/32, e%32
+		step := d * float32(ls[e/16])
+		q := 0
+		if step > 0 {
+			q = max(0, min(3, int(math.Round(float64((x[e]+dmin*float32(lm[e/16]))/step)))))
+		}
+		o[16+32*n+r] |= byte(q) << (2 * j)
+	}
+}
+
+// quantQ3K: per sub-block of 16 a 6-bit signed scale of d; quants in
+// -4..3, stored as L = q+4 (low two bits in qs, the third in hmask).
+func quantQ3K(x []float32, o []byte) {
+	var sc [16]float32
+	var maxScale float32
+	for j := range 16 {
+		sc[j] = signedMax(x[16*j:16*j+16]) / -4
+		if math.Abs(float64(sc[j])) > math.Abs(float64(maxScale)) {
+			maxScale = sc[j]
+		}
+	}
+	putF16(o[108:], maxScale/-32)
+	d := f16(o[108:])
+	var ls [16]int
+	for j := range 16 {
+		ls[j] = 0
+		if d != 0 {
+			ls[j] = max(-32, min(31, int(math.Round(float64(sc[j]/d)))))
+		}
+	}
+	s := o[96:108]
+	clear(o[:108])
+	for b := range 4 {
+		u := func(i int) byte { return byte(ls[i] + 32) }
+		s[b] = u(b)&0xf | (u(8+b)&0xf)<<4
+		s[4+b] = u(4+b)&0xf | (u(12+b)&0xf)<<4
+		s[8+b] = u(b)>>4 | (u(4+b)>>4)<<2 | (u(8+b)>>4)<<4 | (u(12+b)>>4)<<6
+	}
+	for e := range 256 {
+		n, j, r := e/128, (e%128)/32, e%32
+		step := d * float32(ls[e/16])
+		q := 0
+		if step != 0 {
+			q = max(-4, min(3, int(math.Round(float64(x[e]/step)))))
+		}
+		l := q + 4
+		o[32+32*n+r] |= byte(l&3) << (2 * j)
+		if l >= 4 {
+			o[r] |= 1 << (4*n + j)
 		}
 	}
 }

@@ -16,7 +16,8 @@ func TestRoundTrip(t *testing.T) {
 	for i := range x {
 		x[i] = float32(rng.NormFloat64())
 	}
-	bound := map[rt.DType]float64{rt.Q8_0: 0.012, rt.Q4_0: 0.2, rt.Q4_1: 0.2, rt.Q5_0: 0.1, rt.Q5_1: 0.1, rt.Q4_K: 0.25, rt.Q5_K: 0.12, rt.Q6_K: 0.06}
+	bound := map[rt.DType]float64{rt.Q8_0: 0.012, rt.Q4_0: 0.2, rt.Q4_1: 0.2, rt.Q5_0: 0.1, rt.Q5_1: 0.1, rt.Q4_K: 0.25, rt.Q5_K: 0.12, rt.Q6_K: 0.06,
+		rt.Q2_K: 0.6, rt.Q3_K: 0.35, rt.IQ4_NL: 0.15, rt.IQ4_XS: 0.15}
 	for dt, b := range bound {
 		data, err := Quantize(dt, x)
 		if err != nil {
