@@ -24,11 +24,14 @@ func newChatCmd() *cobra.Command {
 		noThinking       bool
 	)
 	cmd := &cobra.Command{
-		Use:   "chat MODEL",
+		Use:   "chat [MODEL]",
 		Short: "Chat with a model in the terminal (streaming, with history; /reset, /exit)",
-		Args:  cobra.ExactArgs(1),
+		Args:  cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			dir := args[0]
+			dir, err := modelOrDefault(firstArg(args))
+			if err != nil {
+				return err
+			}
 			tok, err := loadTokenizer(dir)
 			if err != nil {
 				return err

@@ -6,6 +6,8 @@ import (
 	"log/slog"
 	"os"
 
+	"github.com/govllm/govllm/internal/defaultmodel"
+
 	"github.com/spf13/cobra"
 )
 
@@ -50,4 +52,25 @@ func newRootCmd() *cobra.Command {
 	root.PersistentFlags().BoolVarP(&verbose, "verbose", "v", false, "debug logging")
 	root.AddCommand(newLogitsCmd(), newOpsCmd(), newRunCmd(), newTokenizeCmd(), newDetokenizeCmd(), newTemplateCmd(), newBenchCmd(), newServeCmd(), newInspectCmd(), newChatCmd(), newConvertCmd(), newQuantizeCmd())
 	return root
+}
+
+// modelOrDefault returns path, or the embedded default model's when path is
+// empty.
+func modelOrDefault(path string) (string, error) {
+	if path != "" {
+		return path, nil
+	}
+	p, err := defaultmodel.Path()
+	if err != nil {
+		return "", err
+	}
+	slog.Debug("using the embedded default model", "name", defaultmodel.Name, "path", p)
+	return p, nil
+}
+
+func firstArg(args []string) string {
+	if len(args) == 0 {
+		return ""
+	}
+	return args[0]
 }

@@ -13,6 +13,8 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
+	"unicode"
 
 	"github.com/govllm/govllm/internal/oracle"
 	"github.com/govllm/govllm/model/qwen35"
@@ -368,5 +370,45 @@ func TestGGUFWherever(t *testing.T) {
 	}
 	if out, err := execute(t, "tokenize", "--model", file, "--text", "def add(a, b):"); err != nil || !strings.HasPrefix(out, `{"ids":[`) {
 		t.Fatalf("tokenize: %v %s", err, out)
+	}
+}
+
+// TestDefaultModel: with no model, run answers with English text, and serve
+// lists the model as govllm-default.
+func TestDefaultModel(t *testing.T) {
+	start := time.Now()
+	out, err := execute(t, "run", "--max-tokens", "40", "Tell me a story.")
+	elapsed := time.Since(start)
+	if err != nil {
+		t.Fatal(err)
+	}
+	letters := 0
+	for _, r := range out {
+		if unicode.IsLetter(r) && r < 128 || r == ' ' {
+			letters++
+		}
+	}
+	t.Logf("default model in %v: %q", elapsed, out)
+	if len(strings.Fields(out)) < 10 || float64(letters) < 0.8*float64(len([]rune(out))) {
+		t.Fatalf("not English text: %q", out)
+	}
+	ctx, stop := context.WithCancel(context.Background())
+	ready, done := make(chan string, 1), make(chan error, 1)
+	go func() {
+		done <- serve(ctx, "", serveFlags{host: "127.0.0.1", maxNumSeqs: 2, maxBatched: 256, kvMemory: "16MiB", prefixCaching: true, device: "cpu"}, ready)
+	}()
+	addr := <-ready
+	resp, err := http.Get("http://" + addr + "/v1/models")
+	if err != nil {
+		t.Fatal(err)
+	}
+	raw, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if !strings.Contains(string(raw), `"id":"govllm-default"`) {
+		t.Fatalf("/v1/models: %s", raw)
+	}
+	stop()
+	if err := <-done; err != nil {
+		t.Fatal(err)
 	}
 }

@@ -22,7 +22,7 @@ func newRunCmd() *cobra.Command {
 		seed                       uint64
 	)
 	cmd := &cobra.Command{
-		Use:   `run --model DIR "prompt"`,
+		Use:   `run [--model DIR_OR_GGUF] "prompt"`,
 		Short: "Generate from a prompt and stream the text to stdout",
 		Long: "Applies the model's chat template to the prompt (unless --no-chat), generates greedily by default\n" +
 			"(--temperature, --top-p, --top-k, --seed to sample) and streams the text to stdout.",
@@ -38,6 +38,9 @@ func newRunCmd() *cobra.Command {
 			}
 			if maxTokens < 1 {
 				return fmt.Errorf("--max-tokens %d must be at least 1", maxTokens)
+			}
+			if modelDir, err = modelOrDefault(modelDir); err != nil {
+				return err
 			}
 			tok, err := loadTokenizer(modelDir)
 			if err != nil {
@@ -67,7 +70,7 @@ func newRunCmd() *cobra.Command {
 		},
 	}
 	f := cmd.Flags()
-	f.StringVar(&modelDir, "model", "", "model directory (config.json, safetensors, tokenizer files)")
+	f.StringVar(&modelDir, "model", "", "model directory (config.json, safetensors, tokenizer files) or .gguf file; default: the embedded govllm-default")
 	f.StringVar(&device, "device", "cpu", "backend device")
 	f.StringVar(&override, "chat-template", "", "use this Jinja file instead of the model's template")
 	f.BoolVar(&noChat, "no-chat", false, "send the prompt as is, without the chat template")
@@ -77,7 +80,6 @@ func newRunCmd() *cobra.Command {
 	f.IntVar(&topK, "top-k", 0, "sample among the k most likely tokens; 0 is all")
 	f.Uint64Var(&seed, "seed", 0, "random seed for sampling")
 	f.IntVar(&maxTokens, "max-tokens", 256, "tokens to generate at most")
-	_ = cmd.MarkFlagRequired("model")
 	return cmd
 }
 

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/govllm/govllm/engine"
+	"github.com/govllm/govllm/internal/defaultmodel"
 	"github.com/govllm/govllm/model/qwen35"
 	rt "github.com/govllm/govllm/runtime"
 	"github.com/govllm/govllm/runtime/backends"
@@ -35,16 +36,16 @@ type serveFlags struct {
 func newServeCmd() *cobra.Command {
 	var f serveFlags
 	cmd := &cobra.Command{
-		Use:   "serve MODEL",
+		Use:   "serve [MODEL]",
 		Short: "Serve a model over the OpenAI-compatible HTTP API",
-		Args:  cobra.ExactArgs(1),
+		Args:  cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if f.apiKey == "" {
 				f.apiKey = os.Getenv("GOVLLM_API_KEY")
 			}
 			ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
 			defer stop()
-			return serve(ctx, args[0], f, nil)
+			return serve(ctx, firstArg(args), f, nil)
 		},
 	}
 	fl := cmd.Flags()
@@ -90,6 +91,15 @@ func parseBytes(s string) (int64, error) {
 // ctx ends; then it drains running requests and exits. ready, if set,
 // receives the listening address.
 func serve(ctx context.Context, modelDir string, f serveFlags, ready chan<- string) error {
+	if modelDir == "" { // the embedded default model
+		if f.servedName == "" {
+			f.servedName = defaultmodel.Name
+		}
+		var err error
+		if modelDir, err = modelOrDefault(""); err != nil {
+			return err
+		}
+	}
 	kvBytes, err := parseBytes(f.kvMemory)
 	if err != nil {
 		return err

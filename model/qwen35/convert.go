@@ -193,6 +193,7 @@ func writeTokenizer(w *gguf.Writer, dir string, vocabSize int) error {
 	}
 	var merges []string
 	if json.Unmarshal(tj.Model.Merges, &merges) != nil {
+		merges = nil // a failed decode leaves partial entries
 		var pairs [][2]string
 		if err := json.Unmarshal(tj.Model.Merges, &pairs); err != nil {
 			return fmt.Errorf("qwen35: convert: tokenizer.json merges: %w", err)
