@@ -3,12 +3,15 @@ package qwen35_test
 import (
 	"encoding/json"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"testing"
 
+	"github.com/govllm/govllm/format/gguf"
 	"github.com/govllm/govllm/internal/oracle"
 	"github.com/govllm/govllm/model/qwen35"
+	"github.com/govllm/govllm/tokenizer"
 )
 
 // TestConvertRoundTrip converts every fixture and loads the file back:
@@ -131,6 +134,47 @@ func TestQuantizedGreedyAgreement(t *testing.T) {
 			t.Logf("%s %s: %d of %d greedy tokens as transformers", name, typ, same, len(fx.Greedy.Output))
 			if typ == "f32" && same != len(fx.Greedy.Output) {
 				t.Errorf("%s f32: greedy diverges at token %d", name, same)
+			}
+		}
+	}
+}
+
+// TestConvertEmbedsTheTokenizer: the tokenizer a converted file carries
+// encodes the fixture's cases as its tokenizer.json does.
+func TestConvertEmbedsTheTokenizer(t *testing.T) {
+	for _, name := range oracle.Fixtures {
+		fx := oracle.Load(t, name)
+		out := filepath.Join(t.TempDir(), "f32.gguf")
+		if err := qwen35.Convert(fx.Dir, out, "f32", nil); err != nil {
+			t.Fatal(err)
+		}
+		f, err := gguf.Open(out)
+		if err != nil {
+			t.Fatal(err)
+		}
+		fromFile, err := tokenizer.FromGGUF(f)
+		f.Close()
+		if err != nil {
+			t.Fatal(err)
+		}
+		fromJSON, err := tokenizer.Load(fx.Dir)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var doc struct {
+			Prompt string
+			Enc    []struct{ Text string }
+		}
+		raw, _ := os.ReadFile(filepath.Join(fx.Dir, "tokenizer_oracle.json"))
+		json.Unmarshal(raw, &doc)
+		for _, text := range append([]string{doc.Prompt}, func() (s []string) {
+			for _, e := range doc.Enc {
+				s = append(s, e.Text)
+			}
+			return
+		}()...) {
+			if a, b := fromFile.Encode(text), fromJSON.Encode(text); fmt.Sprint(a) != fmt.Sprint(b) {
+				t.Errorf("%s %q: from the GGUF %v, from tokenizer.json %v", name, text, a, b)
 			}
 		}
 	}
