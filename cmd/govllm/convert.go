@@ -17,13 +17,9 @@ func newConvertCmd() *cobra.Command {
 		Short: "Convert a Hugging Face Qwen3.5 checkpoint to a GGUF file that llama.cpp loads",
 		Args:  cobra.ExactArgs(2),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			bar := progressbar.NewOptions(1, progressbar.OptionSetDescription("converting"), progressbar.OptionSetWriter(os.Stderr),
-				progressbar.OptionClearOnFinish(), progressbar.OptionShowCount())
+			bar, progress := newProgress("converting")
 			start := time.Now()
-			err := qwen35.Convert(args[0], args[1], typ, func(done, total int) {
-				bar.ChangeMax(total)
-				bar.Set(done)
-			})
+			err := qwen35.Convert(args[0], args[1], typ, progress)
 			bar.Finish()
 			if err != nil {
 				return err
@@ -34,4 +30,15 @@ func newConvertCmd() *cobra.Command {
 	}
 	cmd.Flags().StringVar(&typ, "type", "f16", "f32, f16, bf16, q8_0, q4_0, q4_1, q5_0, q5_1, q4_k_m, q5_k_m, q6_k, q2_k, q3_k, iq4_nl or iq4_xs")
 	return cmd
+}
+
+// newProgress is the progress bar of long CLI work, on stderr; its callback
+// takes (done, total) as the loaders and converters report them.
+func newProgress(desc string) (*progressbar.ProgressBar, func(done, total int)) {
+	bar := progressbar.NewOptions(1, progressbar.OptionSetDescription(desc), progressbar.OptionSetWriter(os.Stderr),
+		progressbar.OptionClearOnFinish(), progressbar.OptionShowCount())
+	return bar, func(done, total int) {
+		bar.ChangeMax(total)
+		bar.Set(done)
+	}
 }

@@ -1,10 +1,7 @@
 package main
 
 import (
-	"os"
-
 	"github.com/govllm/govllm/model/qwen35"
-	"github.com/schollz/progressbar/v3"
 	"github.com/spf13/cobra"
 )
 
@@ -14,13 +11,9 @@ func newQuantizeCmd() *cobra.Command {
 		Short: "Rewrite a qwen35 GGUF file with its weights in TYPE (f32, f16, bf16, q8_0, q4_0, q4_1, q5_0, q5_1, q4_k_m, q5_k_m, q6_k, q2_k, q3_k, iq4_nl, iq4_xs)",
 		Args:  cobra.ExactArgs(3),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			bar := progressbar.NewOptions(1, progressbar.OptionSetDescription("quantizing"), progressbar.OptionSetWriter(os.Stderr),
-				progressbar.OptionClearOnFinish(), progressbar.OptionShowCount())
+			bar, progress := newProgress("quantizing")
 			defer bar.Finish()
-			return qwen35.Quantize(args[0], args[1], args[2], func(done, total int) {
-				bar.ChangeMax(total)
-				bar.Set(done)
-			})
+			return qwen35.Quantize(args[0], args[1], args[2], progress)
 		},
 	}
 }

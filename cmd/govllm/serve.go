@@ -22,7 +22,6 @@ import (
 	"github.com/govllm/govllm/runtime/backends"
 	"github.com/govllm/govllm/server"
 	"github.com/govllm/govllm/tokenizer"
-	"github.com/schollz/progressbar/v3"
 	"github.com/spf13/cobra"
 )
 
@@ -124,13 +123,9 @@ func serve(ctx context.Context, modelDir string, f serveFlags, ready chan<- stri
 		slog.Warn("serve: no chat template; /v1/chat/completions is disabled", "err", err)
 		tmpl = nil
 	}
-	bar := progressbar.NewOptions(1, progressbar.OptionSetDescription("loading weights"), progressbar.OptionSetWriter(os.Stderr),
-		progressbar.OptionClearOnFinish(), progressbar.OptionShowCount())
+	bar, progress := newProgress("loading weights")
 	start := time.Now()
-	m, err := qwen35.Load(modelDir, rt.NewBackend(reg, dev), qwen35.Options{Progress: func(done, total int) {
-		bar.ChangeMax(total)
-		bar.Set(done)
-	}})
+	m, err := qwen35.Load(modelDir, rt.NewBackend(reg, dev), qwen35.Options{Progress: progress})
 	bar.Finish()
 	if err != nil {
 		return err
