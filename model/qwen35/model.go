@@ -33,6 +33,7 @@ type Model struct {
 	Paths  []rt.Path // what the model needs of a backend
 
 	weightBytes int64
+	params      map[rt.DType]int64
 
 	be     *rt.Backend
 	src    model.Source
@@ -116,11 +117,32 @@ func LoadFrom(cfg *Config, src model.Source, be *rt.Backend, opts Options) (*Mod
 	if err := b.err(); err != nil {
 		return nil, err
 	}
-	m.Paths, m.be, m.src, m.fused, m.weightBytes = need, be, src, !opts.Composite, b.bytes
+	m.Paths, m.be, m.src, m.fused, m.weightBytes, m.params = need, be, src, !opts.Composite, b.bytes, b.params
 	if unused := unusedTensors(src, b.used); len(unused) > 0 {
 		slog.Debug("qwen35: checkpoint tensors not used by the text model", "count", len(unused), "first", unused[0])
 	}
 	return m, nil
+}
+
+// ParamCount is the number of weights the model uses.
+func (m *Model) ParamCount() int64 {
+	var n int64
+	for _, c := range m.params {
+		n += c
+	}
+	return n
+}
+
+// WeightTypes names the dtype that holds most weights, as llama-bench's
+// model type does (e.g. "Q8_0").
+func (m *Model) WeightTypes() string {
+	best, bestN := rt.DTypeInvalid, int64(-1)
+	for dt, n := range m.params {
+		if n > bestN || (n == bestN && dt < best) {
+			best, bestN = dt, n
+		}
+	}
+	return best.String()
 }
 
 // WeightBytes is the stored size of the weights the model uses.
@@ -134,7 +156,7 @@ func newBinder(src model.Source, bind bool) *binder {
 	if _, ok := src.Info("model.language_model.embed_tokens.weight"); ok {
 		prefix = "model.language_model."
 	}
-	return &binder{src: src, prefix: prefix, bind: bind, dtypes: map[string]map[rt.DType]bool{}, used: map[string]bool{}}
+	return &binder{src: src, prefix: prefix, bind: bind, dtypes: map[string]map[rt.DType]bool{}, used: map[string]bool{}, params: map[rt.DType]int64{}}
 }
 
 func bindModel(b *binder, c *Config) *Model {

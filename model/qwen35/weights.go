@@ -21,6 +21,7 @@ type binder struct {
 	dtypes   map[string]map[rt.DType]bool // path → weight dtypes it reads
 	used     map[string]bool              // tensors bound
 	bytes    int64                        // their stored size
+	params   map[rt.DType]int64           // their elements, by dtype
 	progress func(done, total int)
 	errs     []error
 }
@@ -51,11 +52,12 @@ func (b *binder) info(name string, shape []int) (model.TensorInfo, bool) {
 	}
 	if !b.used[name] {
 		b.used[name] = true
-		n := int64(info.DType.Size())
+		n := int64(1)
 		for _, d := range info.Shape {
 			n *= int64(d)
 		}
-		b.bytes += n
+		b.bytes += int64(info.DType.ByteLen(int(n)))
+		b.params[info.DType] += n
 	}
 	return info, true
 }

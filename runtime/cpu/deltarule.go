@@ -42,44 +42,36 @@ func (d *deltaHead) bAt(t int) float32    { return row(d.beta, t)[d.h] }
 // out = Sᵀ(q·scale).
 func deltaRuleRecurrent(out, q, k, v, g, beta, state *rt.Tensor, p rt.DeltaRuleParams) {
 	parallelFor(v.Dim(1), 1, func(lo, hi int) {
+		buf := getF32(2*q.Dim(2) + v.Dim(2))
 		for h := lo; h < hi; h++ {
 			d := newDeltaHead(out, q, k, v, g, beta, state, h, p.TiledHeads)
-			delta := make([]float32, d.dv)
 			for t := range q.Dim(0) {
-				d.step(t, delta)
+				d.step(t, buf.f)
 			}
 		}
+		putF32(buf)
 	})
 }
 
-func (d *deltaHead) step(t int, delta []float32) {
-	s, dv := d.s, d.dv
-	decay := float32(math.Exp(float64(d.gAt(t))))
-	b := d.bAt(t)
+// step advances the state by token t; buf holds 2·dk + dv floats.
+func (d *deltaHead) step(t int, buf []float32) {
+	s, dk, dv := d.s, d.dk, d.dv
+	negK, qs, delta := buf[:dk], buf[dk:2*dk], buf[2*dk:2*dk+dv]
 	kr, vr, qr := d.kRow(t), d.vRow(t), d.qRow(t)
-	for i := range s {
-		s[i] *= decay
+	for i, x := range kr {
+		negK[i] = -x
 	}
+	for i, x := range qr {
+		qs[i] = x * d.scale
+	}
+	scal(float32(math.Exp(float64(d.gAt(t)))), s)
 	copy(delta, vr)
-	for i, ki := range kr {
-		si := s[i*dv : (i+1)*dv]
-		for j := range delta {
-			delta[j] -= si[j] * ki
-		}
-	}
-	for j := range delta {
-		delta[j] *= b
-	}
+	mvAcc(delta, negK, s, dv) // v − Sᵀk
+	scal(d.bAt(t), delta)
+	ger(s, dv, kr, delta)
 	o := d.oRow(t)
 	clear(o)
-	for i, ki := range kr {
-		si := s[i*dv : (i+1)*dv]
-		qi := qr[i] * d.scale
-		for j := range si {
-			si[j] += ki * delta[j]
-			o[j] += si[j] * qi
-		}
-	}
+	mvAcc(o, qs, s, dv)
 }
 
 // deltaRuleChunked processes each chunk of C tokens with the UT transform of
@@ -107,7 +99,10 @@ func deltaRuleChunked(out, q, k, v, g, beta, state *rt.Tensor, p rt.DeltaRulePar
 type chunkScratch struct {
 	gam     []float32 // cumulative log decay in the chunk
 	u, wv   []float32 // [C][dv]: U, then V'
-	wk      []float32 // [C][dk]: W
+	wk      []float32 // [C][dk]: −W
+	kt      []float32 // [dk][C]: keys scaled for the state update, transposed
+	coef    []float32 // [C]
+	qsc     []float32 // [dk]: a scaled query
 	qs, ks  [][]float32
 	vs      [][]float32
 	outRows [][]float32
@@ -117,6 +112,7 @@ type chunkScratch struct {
 func newChunkScratch(c, dk, dv int) *chunkScratch {
 	return &chunkScratch{
 		gam: make([]float32, c), u: make([]float32, c*dv), wv: make([]float32, c*dv), wk: make([]float32, c*dk),
+		kt: make([]float32, dk*c), coef: make([]float32, c), qsc: make([]float32, dk),
 		qs: make([][]float32, c), ks: make([][]float32, c), vs: make([][]float32, c), outRows: make([][]float32, c),
 		bs: make([]float32, c),
 	}
@@ -131,7 +127,9 @@ func (d *deltaHead) chunk(t0, c int, w *chunkScratch) {
 		w.gam[i] = acc
 		w.qs[i], w.ks[i], w.vs[i], w.bs[i], w.outRows[i] = d.qRow(t), d.kRow(t), d.vRow(t), d.bAt(t), d.oRow(t)
 	}
-	// Forward substitution of (I+L) X = B, row by row, for U and W at once.
+	// Forward substitution of (I+L) X = B, row by row, for U and −W at once:
+	// row i is B_i − Σ_{j<i} L_ij X_j.
+	coef := w.coef
 	for i := range c {
 		bi := w.bs[i]
 		ui, wki := w.u[i*dv:(i+1)*dv], w.wk[i*dk:(i+1)*dk]
@@ -140,65 +138,46 @@ func (d *deltaHead) chunk(t0, c int, w *chunkScratch) {
 			ui[j] = bi * x
 		}
 		for j, x := range w.ks[i] {
-			wki[j] = bi * x * eg
+			wki[j] = -bi * x * eg
 		}
 		for j := range i {
-			lij := bi * dot(w.ks[i], w.ks[j]) * float32(math.Exp(float64(w.gam[i]-w.gam[j])))
-			uj, wkj := w.u[j*dv:(j+1)*dv], w.wk[j*dk:(j+1)*dk]
-			for x := range ui {
-				ui[x] -= lij * uj[x]
-			}
-			for x := range wki {
-				wki[x] -= lij * wkj[x]
-			}
+			coef[j] = -bi * dot(w.ks[i], w.ks[j]) * float32(math.Exp(float64(w.gam[i]-w.gam[j])))
 		}
+		mvAcc(ui, coef[:i], w.u, dv)
+		mvAcc(wki, coef[:i], w.wk, dk)
 	}
 	// V' = U − W S.
 	for i := range c {
 		vi := w.wv[i*dv : (i+1)*dv]
 		copy(vi, w.u[i*dv:(i+1)*dv])
-		for a, wa := range w.wk[i*dk : (i+1)*dk] {
-			sa := s[a*dv : (a+1)*dv]
-			for x := range vi {
-				vi[x] -= wa * sa[x]
-			}
-		}
+		mvAcc(vi, w.wk[i*dk:(i+1)*dk], s, dv)
 	}
 	// Outputs read the state from before this chunk.
 	for i := range c {
 		o := w.outRows[i]
 		clear(o)
 		eg := float32(math.Exp(float64(w.gam[i]))) * d.scale
+		qsc := w.qsc
 		for a, qa := range w.qs[i] {
-			f := qa * eg
-			sa := s[a*dv : (a+1)*dv]
-			for x := range o {
-				o[x] += f * sa[x]
-			}
+			qsc[a] = qa * eg
 		}
+		mvAcc(o, qsc, s, dv)
 		for j := 0; j <= i; j++ {
-			f := dot(w.qs[i], w.ks[j]) * d.scale * float32(math.Exp(float64(w.gam[i]-w.gam[j])))
-			vj := w.wv[j*dv : (j+1)*dv]
-			for x := range o {
-				o[x] += f * vj[x]
-			}
+			coef[j] = dot(w.qs[i], w.ks[j]) * d.scale * float32(math.Exp(float64(w.gam[i]-w.gam[j])))
 		}
+		mvAcc(o, coef[:i+1], w.wv, dv)
 	}
-	// State update.
+	// State update: S ← exp(γ_C) S + Σ_i exp(γ_C − γ_i) k_i ⊗ V'_i, one
+	// state row at a time.
 	last := w.gam[c-1]
-	ec := float32(math.Exp(float64(last)))
-	for i := range s {
-		s[i] *= ec
-	}
+	scal(float32(math.Exp(float64(last))), s)
 	for i := range c {
 		f := float32(math.Exp(float64(last - w.gam[i])))
-		vi := w.wv[i*dv : (i+1)*dv]
 		for a, ka := range w.ks[i] {
-			kf := ka * f
-			sa := s[a*dv : (a+1)*dv]
-			for x := range sa {
-				sa[x] += kf * vi[x]
-			}
+			w.kt[a*c+i] = ka * f
 		}
+	}
+	for a := range dk {
+		mvAcc(s[a*dv:(a+1)*dv], w.kt[a*c:(a+1)*c], w.wv, dv)
 	}
 }

@@ -7,6 +7,10 @@ import rt "github.com/govllm/govllm/runtime"
 // with every activation row, so a weight is read once per call whatever M.
 // dot is the inner loop that an assembly kernel will replace.
 func matMul(dst, x, w *rt.Tensor) {
+	if w.DType() == rt.Q8_0 {
+		matMulQ8(dst, x, w)
+		return
+	}
 	m, k, n := x.Dim(0), x.Dim(1), w.Dim(0)
 	xr, dr := rowsOf(x), rowsOf(dst)
 	grain := max(1, 16384/max(1, m*k))
@@ -19,23 +23,6 @@ func matMul(dst, x, w *rt.Tensor) {
 			}
 		}
 	})
-}
-
-// dot is the f32 inner product with four partial sums.
-func dot(a, b []float32) float32 {
-	b = b[:len(a)]
-	var s0, s1, s2, s3 float32
-	i := 0
-	for ; i+4 <= len(a); i += 4 {
-		s0 += a[i] * b[i]
-		s1 += a[i+1] * b[i+1]
-		s2 += a[i+2] * b[i+2]
-		s3 += a[i+3] * b[i+3]
-	}
-	for ; i < len(a); i++ {
-		s0 += a[i] * b[i]
-	}
-	return (s0 + s1) + (s2 + s3)
 }
 
 func embedding(dst, table *rt.Tensor, ids []int32) {

@@ -3,25 +3,100 @@ package cpu
 import (
 	goruntime "runtime"
 	"sync"
+	"sync/atomic"
+	"time"
 )
 
-// The pool runs chunks of a parallelFor on long-lived goroutines, so that a
-// kernel call does not pay for starting goroutines.
+// The pool runs the chunks of a parallelFor on long-lived workers, one per
+// extra core. A decode step makes hundreds of short kernel calls, so
+// workers spin for a while after a job before they sleep, and the caller
+// takes chunks too: a call costs well under a microsecond when the workers
+// are awake, instead of a goroutine wake-up each.
 var (
 	poolOnce sync.Once
-	poolJobs chan func()
 	poolSize int
+	jobMu    sync.Mutex // one parallelFor at a time
+
+	// state holds the job generation (high 32 bits) and the next chunk
+	// index (low 32 bits), so that a worker claims a chunk of the job it
+	// saw and never one of the next.
+	state    atomic.Uint64
+	job      poolJob
+	chunksN  atomic.Int64 // job.chunks, for workers that may hold a stale state
+	done     atomic.Int64
+	sleepers []poolSleeper
 )
+
+type poolJob struct {
+	fn              func(lo, hi int)
+	n, step, chunks int
+	gen             uint32
+}
+
+type poolSleeper struct {
+	asleep atomic.Bool
+	wake   chan struct{}
+}
+
+// spinFor is how long an idle worker polls for the next job before it
+// sleeps.
+const spinFor = 200 * time.Microsecond
 
 func startPool() {
 	poolSize = goruntime.GOMAXPROCS(0)
-	poolJobs = make(chan func(), 4*poolSize)
-	for i := 0; i < poolSize-1; i++ {
-		go func() {
-			for job := range poolJobs {
-				job()
+	sleepers = make([]poolSleeper, poolSize-1)
+	for i := range sleepers {
+		sleepers[i].wake = make(chan struct{}, 1)
+		go worker(&sleepers[i])
+	}
+}
+
+func worker(sl *poolSleeper) {
+	var seen uint32
+	for {
+		gen := waitJob(sl, seen)
+		seen = gen
+		runChunks(gen)
+	}
+}
+
+// waitJob returns the generation of a job newer than seen.
+func waitJob(sl *poolSleeper, seen uint32) uint32 {
+	start := time.Now()
+	for spins := 0; ; spins++ {
+		if g := uint32(state.Load() >> 32); g != seen {
+			return g
+		}
+		if spins&1023 == 1023 && time.Since(start) > spinFor {
+			sl.asleep.Store(true)
+			if g := uint32(state.Load() >> 32); g != seen {
+				if sl.asleep.CompareAndSwap(true, false) {
+					return g
+				}
+				<-sl.wake // the publisher claimed the wake-up: take it
+				return g
 			}
-		}()
+			<-sl.wake
+			start, spins = time.Now(), 0
+		}
+	}
+}
+
+// runChunks claims and runs chunks of job gen until none are left.
+func runChunks(gen uint32) {
+	for {
+		v := state.Load()
+		if uint32(v>>32) != gen || int64(uint32(v)) >= chunksN.Load() {
+			return
+		}
+		if !state.CompareAndSwap(v, v+1) {
+			continue
+		}
+		// The job cannot change before this chunk is counted done.
+		c := int(uint32(v))
+		lo := c * job.step
+		job.fn(lo, min(lo+job.step, job.n))
+		done.Add(1)
 	}
 }
 
@@ -32,27 +107,33 @@ func parallelFor(n, grain int, fn func(lo, hi int)) {
 		return
 	}
 	poolOnce.Do(startPool)
-	if grain < 1 {
-		grain = 1
-	}
-	parts := (n + grain - 1) / grain
-	if parts > poolSize {
-		parts = poolSize
-	}
-	if parts <= 1 {
+	grain = max(grain, 1)
+	// A few chunks per core, so that a core slowed by the other's memory
+	// traffic does not hold the call up.
+	chunks := min((n+grain-1)/grain, 4*poolSize)
+	if chunks <= 1 || poolSize == 1 {
 		fn(0, n)
 		return
 	}
-	var wg sync.WaitGroup
-	step := (n + parts - 1) / parts
-	for lo := step; lo < n; lo += step {
-		hi := min(lo+step, n)
-		wg.Add(1)
-		poolJobs <- func() {
-			defer wg.Done()
-			fn(lo, hi)
+	jobMu.Lock()
+	defer jobMu.Unlock()
+	step := (n + chunks - 1) / chunks
+	chunks = (n + step - 1) / step
+	gen := job.gen + 1
+	job = poolJob{fn: fn, n: n, step: step, chunks: chunks, gen: gen}
+	done.Store(0)
+	chunksN.Store(int64(chunks))
+	state.Store(uint64(gen) << 32)
+	for i := range sleepers {
+		if sleepers[i].asleep.CompareAndSwap(true, false) {
+			sleepers[i].wake <- struct{}{}
 		}
 	}
-	fn(0, min(step, n))
-	wg.Wait()
+	runChunks(gen)
+	for spins := 0; done.Load() < int64(chunks); spins++ {
+		if spins&4095 == 4095 {
+			goruntime.Gosched()
+		}
+	}
+	job.fn = nil
 }

@@ -1,0 +1,4 @@
+package cpu
+
+// ActivationsQuantized is exported to the external tests.
+var ActivationsQuantized = activationsQuantized

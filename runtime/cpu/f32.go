@@ -1,0 +1,45 @@
+package cpu
+
+// Pure-Go forms of the f32 vector kernels (dot, axpy, scal, mvAcc, ger):
+// the fallbacks, and the reference the assembly is tested against.
+
+func dotGo(a, b []float32) float32 {
+	b = b[:len(a)]
+	var s0, s1, s2, s3 float32
+	i := 0
+	for ; i+4 <= len(a); i += 4 {
+		s0 += a[i] * b[i]
+		s1 += a[i+1] * b[i+1]
+		s2 += a[i+2] * b[i+2]
+		s3 += a[i+3] * b[i+3]
+	}
+	for ; i < len(a); i++ {
+		s0 += a[i] * b[i]
+	}
+	return (s0 + s1) + (s2 + s3)
+}
+
+func axpyGo(alpha float32, x, y []float32) {
+	x = x[:len(y)]
+	for i := range y {
+		y[i] += alpha * x[i]
+	}
+}
+
+func scalGo(alpha float32, x []float32) {
+	for i := range x {
+		x[i] *= alpha
+	}
+}
+
+func mvAccGo(out, coef, mat []float32, stride int) {
+	for a, c := range coef {
+		axpyGo(c, mat[a*stride:][:len(out)], out)
+	}
+}
+
+func gerGo(mat []float32, stride int, u, v []float32) {
+	for a, c := range u {
+		axpyGo(c, v, mat[a*stride:][:len(v)])
+	}
+}

@@ -1,0 +1,89 @@
+package cpu
+
+//go:noescape
+func dotAVX512(x, y *float32, n int) float32
+
+//go:noescape
+func axpyAVX512(alpha float32, x, y *float32, n int)
+
+//go:noescape
+func scalAVX512(alpha float32, x *float32, n int)
+
+//go:noescape
+func mvAccAVX512(out *float32, n int, coef *float32, m int, mat *float32, stride int)
+
+//go:noescape
+func gerAVX512(mat *float32, stride int, m, n int, u, v *float32)
+
+// dot is the f32 inner product of a and b[:len(a)].
+func dot(a, b []float32) float32 {
+	b = b[:len(a)]
+	n := len(a) &^ 15
+	if !hasAVX512 || n == 0 {
+		return dotGo(a, b)
+	}
+	s := dotAVX512(&a[0], &b[0], n)
+	if n < len(a) {
+		s += dotGo(a[n:], b[n:])
+	}
+	return s
+}
+
+// axpy computes y += alpha·x over len(y).
+func axpy(alpha float32, x, y []float32) {
+	x = x[:len(y)]
+	n := len(y) &^ 15
+	if !hasAVX512 || n == 0 {
+		axpyGo(alpha, x, y)
+		return
+	}
+	axpyAVX512(alpha, &x[0], &y[0], n)
+	axpyGo(alpha, x[n:], y[n:])
+}
+
+// scal computes x *= alpha.
+func scal(alpha float32, x []float32) {
+	n := len(x) &^ 15
+	if !hasAVX512 || n == 0 {
+		scalGo(alpha, x)
+		return
+	}
+	scalAVX512(alpha, &x[0], n)
+	scalGo(alpha, x[n:])
+}
+
+// mvAcc computes out += Σ_a coef[a]·mat[a·stride:][:len(out)].
+func mvAcc(out, coef, mat []float32, stride int) {
+	n, m := len(out), len(coef)
+	if m == 0 || n == 0 {
+		return
+	}
+	_ = mat[(m-1)*stride+n-1]
+	v := n &^ 15
+	if !hasAVX512 || v == 0 {
+		mvAccGo(out, coef, mat, stride)
+		return
+	}
+	mvAccAVX512(&out[0], v, &coef[0], m, &mat[0], stride*4)
+	if v < n {
+		mvAccGo(out[v:], coef, mat[v:], stride)
+	}
+}
+
+// ger computes mat[a·stride:][:len(v)] += u[a]·v for every a.
+func ger(mat []float32, stride int, u, v []float32) {
+	n, m := len(v), len(u)
+	if m == 0 || n == 0 {
+		return
+	}
+	_ = mat[(m-1)*stride+n-1]
+	w := n &^ 15
+	if !hasAVX512 || w == 0 {
+		gerGo(mat, stride, u, v)
+		return
+	}
+	gerAVX512(&mat[0], stride*4, m, w, &u[0], &v[0])
+	if w < n {
+		gerGo(mat[w:], stride, u, v[w:])
+	}
+}

@@ -1,0 +1,9 @@
+//go:build !amd64
+
+package cpu
+
+func dot(a, b []float32) float32                    { return dotGo(a, b) }
+func axpy(alpha float32, x, y []float32)            { axpyGo(alpha, x, y) }
+func scal(alpha float32, x []float32)               { scalGo(alpha, x) }
+func mvAcc(out, coef, mat []float32, stride int)    { mvAccGo(out, coef, mat, stride) }
+func ger(mat []float32, stride int, u, v []float32) { gerGo(mat, stride, u, v) }

@@ -1,0 +1,65 @@
+package cpu
+
+import (
+	"math"
+	"math/rand/v2"
+	"slices"
+	"testing"
+)
+
+func near(a, b float32, tol float64) bool {
+	return math.Abs(float64(a-b)) <= tol*(1+math.Abs(float64(b)))
+}
+
+// TestF32KernelsAgree holds the vector kernels to their Go forms at
+// lengths around the vector widths and with strided matrices.
+func TestF32KernelsAgree(t *testing.T) {
+	rng := rand.New(rand.NewPCG(5, 6))
+	for _, n := range []int{1, 15, 16, 17, 64, 100, 128, 130, 256, 300} {
+		x, y := randF32(rng, n, 1), randF32(rng, n, 1)
+		if !near(dot(x, y), dotGo(x, y), 1e-5) {
+			t.Errorf("dot n=%d: %v vs %v", n, dot(x, y), dotGo(x, y))
+		}
+		ya, yg := slices.Clone(y), slices.Clone(y)
+		axpy(0.7, x, ya)
+		axpyGo(0.7, x, yg)
+		scal(1.3, ya)
+		scalGo(1.3, yg)
+		for i := range ya {
+			if !near(ya[i], yg[i], 1e-6) {
+				t.Fatalf("axpy/scal n=%d at %d: %v vs %v", n, i, ya[i], yg[i])
+			}
+		}
+		for _, m := range []int{1, 3, 16} {
+			stride := n + 5
+			mat := randF32(rng, m*stride, 1)
+			coef := randF32(rng, m, 1)
+			oa, og := slices.Clone(y), slices.Clone(y)
+			mvAcc(oa, coef, mat, stride)
+			mvAccGo(og, coef, mat, stride)
+			for i := range oa {
+				if !near(oa[i], og[i], 1e-5) {
+					t.Fatalf("mvAcc n=%d m=%d at %d: %v vs %v", n, m, i, oa[i], og[i])
+				}
+			}
+			ma, mg := slices.Clone(mat), slices.Clone(mat)
+			ger(ma, stride, coef, x)
+			gerGo(mg, stride, coef, x)
+			for i := range ma {
+				if !near(ma[i], mg[i], 1e-6) {
+					t.Fatalf("ger n=%d m=%d at %d: %v vs %v", n, m, i, ma[i], mg[i])
+				}
+			}
+		}
+	}
+}
+
+func BenchmarkDot(b *testing.B) {
+	rng := rand.New(rand.NewPCG(1, 1))
+	x, y := randF32(rng, 1024, 1), randF32(rng, 1024, 1)
+	var s float32
+	for b.Loop() {
+		s += dot(x, y)
+	}
+	b.ReportMetric(1024*float64(b.N)/b.Elapsed().Seconds()/1e9, "GMAC/s")
+}

@@ -1,0 +1,176 @@
+package cpu
+
+import (
+	"math"
+
+	rt "github.com/govllm/govllm/runtime"
+)
+
+// Q8_0 weights times activations quantized to 8 bits, in integers.
+//
+// Activations are quantized per 32-element block (as llama.cpp quantizes
+// them for Q8_0 weights) into unsigned bytes q+128 with a float scale, so
+// that the VNNI instruction VPDPBUSD (unsigned × signed bytes) multiplies
+// them with the signed weights directly; the +128 is taken back per lane
+// with -128·Σw, computed once per weight row. Blocks go in pairs, one
+// 64-byte vector each:
+//
+//	activation row: q   [pairs × 64 bytes]   (block 2p in bytes 0..31)
+//	                s   [pairs × 16 floats]  (block 2p's scale in lanes 0..7,
+//	                                          2p+1's in 8..15)
+//	prepared weight row, per pair (q8Prep, 192 bytes):
+//	                w   64 signed bytes, negC 16 int32 (-128·Σ of each lane's
+//	                4 weights), ws 16 floats (the blocks' scales, as s)
+//
+// A row with an odd number of blocks gets a zero block at the end.
+const (
+	q8PairBytes = 192
+	q8Block     = 32
+)
+
+// activationsQuantized reports whether matmul with weights of dt
+// quantizes the activations to 8 bits.
+func activationsQuantized(dt rt.DType) bool { return dt == rt.Q8_0 }
+
+// q8Pairs is the number of block pairs of a row of k elements.
+func q8Pairs(k int) int { return (k/q8Block + 1) / 2 }
+
+// quantizeQ8XGo quantizes x (len = blocks·32) into q, s as laid out above.
+func quantizeQ8XGo(x []float32, q []byte, s []float32) {
+	nb := len(x) / q8Block
+	for b := range nb {
+		blk := x[b*q8Block : (b+1)*q8Block]
+		var amax float32
+		for _, v := range blk {
+			amax = max(amax, float32(math.Abs(float64(v))))
+		}
+		d := amax / 127
+		id := float32(0)
+		if amax > 0 {
+			id = 127 / amax
+		}
+		qb := q[b*q8Block : (b+1)*q8Block]
+		for i, v := range blk {
+			qb[i] = byte(int8(min(127, max(-127, roundEven(v*id))))) ^ 0x80
+		}
+		sb := s[(b/2)*16+(b%2)*8:][:8]
+		for i := range sb {
+			sb[i] = d
+		}
+	}
+	if nb%2 == 1 {
+		pad := q[nb*q8Block : (nb+1)*q8Block]
+		for i := range pad {
+			pad[i] = 0x80
+		}
+		clear(s[(nb/2)*16+8:][:8])
+	}
+}
+
+// roundEven rounds to the nearest integer, ties to even, as VCVTPS2DQ does.
+func roundEven(v float32) int32 { return int32(math.RoundToEven(float64(v))) }
+
+// q8PrepGo prepares a Q8_0 weight row (blocks of 34 bytes) as laid out above.
+func q8PrepGo(w []byte, dst []byte) {
+	nb := len(w) / 34
+	for p := range q8Pairs(nb * q8Block) {
+		out := dst[p*q8PairBytes : (p+1)*q8PairBytes]
+		negC, ws := asI32(out[64:128]), asF32(out[128:192])
+		for h := range 2 {
+			b := 2*p + h
+			if b >= nb {
+				clear(out[h*32 : h*32+32])
+				for l := range 8 {
+					negC[h*8+l], ws[h*8+l] = 0, 0
+				}
+				continue
+			}
+			blk := w[b*34 : (b+1)*34]
+			d := rt.F16ToF32(uint16(blk[0]) | uint16(blk[1])<<8)
+			copy(out[h*32:h*32+32], blk[2:34])
+			for l := range 8 {
+				var sum int32
+				for _, v := range blk[2+4*l : 6+4*l] {
+					sum += int32(int8(v))
+				}
+				negC[h*8+l], ws[h*8+l] = -128*sum, d
+			}
+		}
+	}
+}
+
+// q8RowsGo computes out[r·outStride] = prepared weight row · activation row
+// r, for rows activation rows of q8Pairs layout np pairs.
+func q8RowsGo(np int, prep []byte, q []byte, s []float32, rows, qStride, sStride int, out []float32, outStride int) {
+	for r := range rows {
+		qr, sr := q[r*qStride:], s[r*sStride:]
+		var acc float64
+		for p := range np {
+			pp := prep[p*q8PairBytes:]
+			negC, ws := asI32(pp[64:128]), asF32(pp[128:192])
+			for l := range 16 {
+				sum := negC[l]
+				for i := range 4 {
+					sum += int32(qr[p*64+4*l+i]) * int32(int8(pp[4*l+i]))
+				}
+				acc += float64(float32(sum) * (ws[l] * sr[p*16+l]))
+			}
+		}
+		out[r*outStride] = float32(acc)
+	}
+}
+
+// matMulQ8 is matMul for Q8_0 weights: x is quantized once, then each
+// worker prepares its weight rows and runs them against blocks of
+// activation rows that stay in cache.
+func matMulQ8(dst, x, w *rt.Tensor) {
+	m, k, n := x.Dim(0), x.Dim(1), w.Dim(0)
+	np := q8Pairs(k)
+	xq := getBytes(m * np * 64)
+	xs := getF32(m * np * 16)
+	xr := rowsOf(x)
+	parallelFor(m, max(1, 4096/k), func(lo, hi int) {
+		for i := lo; i < hi; i++ {
+			quantizeQ8X(xr[i], xq.b[i*np*64:(i+1)*np*64], xs.f[i*np*16:(i+1)*np*16])
+		}
+	})
+	rb := w.DType().ByteLen(k)
+	wb := w.Bytes()
+	d := dst.F32()
+	ds := dst.Strides()[0]
+	if m == 1 && q8Decode(wb[:rb], rb, xq.b, xs.f, d[:1]) {
+		// Decode: stream each weight row once against the one activation row.
+		parallelFor(n, 64, func(lo, hi int) {
+			q8Decode(wb[lo*rb:hi*rb], rb, xq.b, xs.f, d[lo:hi])
+		})
+		putBytes(xq)
+		putF32(xs)
+		return
+	}
+	// Activation rows per pass: about 512 KB of them stay in L2 while each
+	// weight row is prepared once per pass.
+	rowBlock := max(4, min(m, (512<<10)/(np*128)))
+	pairs := (n + 1) / 2 // weight rows go two at a time
+	grain := max(1, 32*1024/max(1, m*k))
+	parallelFor(pairs, grain, func(lo, hi int) {
+		prep := getBytes(2 * np * q8PairBytes)
+		p0, p1 := prep.b[:np*q8PairBytes], prep.b[np*q8PairBytes:]
+		for r0 := 0; r0 < m; r0 += rowBlock {
+			rows := min(rowBlock, m-r0)
+			xq, xs := xq.b[r0*np*64:], xs.f[r0*np*16:]
+			for jp := lo; jp < hi; jp++ {
+				j := 2 * jp
+				q8Prep(wb[j*rb:(j+1)*rb], p0)
+				if j+1 == n {
+					q8Rows(np, p0, xq, xs, rows, np*64, np*16, d[r0*ds+j:], ds)
+					continue
+				}
+				q8Prep(wb[(j+1)*rb:(j+2)*rb], p1)
+				q8Rows2(np, p0, p1, xq, xs, rows, np*64, np*16, d[r0*ds+j:], ds)
+			}
+		}
+		putBytes(prep)
+	})
+	putBytes(xq)
+	putF32(xs)
+}

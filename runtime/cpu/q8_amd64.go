@@ -1,0 +1,95 @@
+package cpu
+
+//go:noescape
+func quantizeQ8XAVX512(x *float32, nb int, q *byte, s *float32)
+
+//go:noescape
+func q8PrepAVX512(w *byte, np int, dst *byte)
+
+//go:noescape
+func q8RowsAVX512(np int, prep *byte, q *byte, s *float32, rows, qStride, sStride int, out *float32, outStride int)
+
+func quantizeQ8X(x []float32, q []byte, s []float32) {
+	nb := len(x) / q8Block
+	if !hasVNNI || nb == 0 {
+		quantizeQ8XGo(x, q, s)
+		return
+	}
+	_ = q[(nb+1)/2*64-1]
+	_ = s[(nb+1)/2*16-1]
+	quantizeQ8XAVX512(&x[0], nb, &q[0], &s[0])
+	if nb%2 == 1 {
+		pad := q[nb*q8Block : (nb+1)*q8Block]
+		for i := range pad {
+			pad[i] = 0x80
+		}
+		clear(s[(nb/2)*16+8:][:8])
+	}
+}
+
+func q8Prep(w []byte, dst []byte) {
+	nb := len(w) / 34
+	if !hasVNNI || nb == 0 {
+		q8PrepGo(w, dst)
+		return
+	}
+	full := nb / 2
+	_ = dst[q8Pairs(nb*q8Block)*q8PairBytes-1]
+	if full > 0 {
+		q8PrepAVX512(&w[0], full, &dst[0])
+	}
+	if nb%2 == 1 {
+		q8PrepGo(w[(nb-1)*34:], dst[full*q8PairBytes:])
+	}
+}
+
+func q8Rows(np int, prep []byte, q []byte, s []float32, rows, qStride, sStride int, out []float32, outStride int) {
+	if !hasVNNI || np == 0 || rows == 0 {
+		q8RowsGo(np, prep, q, s, rows, qStride, sStride, out, outStride)
+		return
+	}
+	_ = prep[np*q8PairBytes-1]
+	_ = q[(rows-1)*qStride+np*64-1]
+	_ = s[(rows-1)*sStride+np*16-1]
+	_ = out[(rows-1)*outStride]
+	q8RowsAVX512(np, &prep[0], &q[0], &s[0], rows, qStride, sStride*4, &out[0], outStride*4)
+}
+
+//go:noescape
+func q8Rows2AVX512(np int, prep0, prep1 *byte, q *byte, s *float32, rows, qStride, sStride int, out *float32, outStride int)
+
+// q8Rows2 is q8Rows for two weight rows at once, whose results go to
+// adjacent columns: out[r·outStride] and out[r·outStride+1].
+func q8Rows2(np int, prep0, prep1 []byte, q []byte, s []float32, rows, qStride, sStride int, out []float32, outStride int) {
+	if !hasVNNI || np == 0 || rows == 0 {
+		q8RowsGo(np, prep0, q, s, rows, qStride, sStride, out, outStride)
+		q8RowsGo(np, prep1, q, s, rows, qStride, sStride, out[1:], outStride)
+		return
+	}
+	_ = prep0[np*q8PairBytes-1]
+	_ = prep1[np*q8PairBytes-1]
+	_ = q[(rows-1)*qStride+np*64-1]
+	_ = s[(rows-1)*sStride+np*16-1]
+	_ = out[(rows-1)*outStride+1]
+	q8Rows2AVX512(np, &prep0[0], &prep1[0], &q[0], &s[0], rows, qStride, sStride*4, &out[0], outStride*4)
+}
+
+//go:noescape
+func q8DecodeAVX512(nrows, np int, w *byte, rowBytes int, q *byte, s *float32, out *float32)
+
+// q8Decode computes out[j] = Q8_0 weight row j of w · the quantized
+// activation row (q, s) for len(out) rows of rowBytes, reading each weight
+// once; it reports false where it has no kernel (the caller prepares rows
+// instead).
+func q8Decode(w []byte, rowBytes int, q []byte, s []float32, out []float32) bool {
+	nb := rowBytes / 34
+	if !hasVNNI || nb%2 == 1 || len(out) == 0 {
+		return false
+	}
+	np := nb / 2
+	_ = w[len(out)*rowBytes-1]
+	_ = q[np*64-1]
+	_ = s[np*16-1]
+	q8DecodeAVX512(len(out), np, &w[0], rowBytes, &q[0], &s[0], &out[0])
+	return true
+}

@@ -1,0 +1,16 @@
+//go:build !amd64
+
+package cpu
+
+func quantizeQ8X(x []float32, q []byte, s []float32) { quantizeQ8XGo(x, q, s) }
+func q8Prep(w []byte, dst []byte)                    { q8PrepGo(w, dst) }
+func q8Rows(np int, prep []byte, q []byte, s []float32, rows, qStride, sStride int, out []float32, outStride int) {
+	q8RowsGo(np, prep, q, s, rows, qStride, sStride, out, outStride)
+}
+
+func q8Rows2(np int, prep0, prep1 []byte, q []byte, s []float32, rows, qStride, sStride int, out []float32, outStride int) {
+	q8RowsGo(np, prep0, q, s, rows, qStride, sStride, out, outStride)
+	q8RowsGo(np, prep1, q, s, rows, qStride, sStride, out[1:], outStride)
+}
+
+func q8Decode(w []byte, rowBytes int, q []byte, s []float32, out []float32) bool { return false }

@@ -1,0 +1,73 @@
+package cpu
+
+import (
+	"os"
+	"sync"
+	"unsafe"
+
+	"golang.org/x/sys/cpu"
+)
+
+// CPU features the assembly kernels need. GOVLLM_NOASM=1 turns them all
+// off, so that the pure-Go fallbacks run (and can be compared).
+var (
+	noASM     = os.Getenv("GOVLLM_NOASM") == "1"
+	hasAVX512 = !noASM && cpu.X86.HasAVX512F && cpu.X86.HasAVX512BW && cpu.X86.HasAVX512VL && cpu.X86.HasAVX512DQ
+	hasVNNI   = hasAVX512 && cpu.X86.HasAVX512VNNI
+	hasAVX2   = !noASM && cpu.X86.HasAVX2 && cpu.X86.HasFMA
+)
+
+// Features names the kernels in use, for logs and benchmarks.
+func Features() string {
+	switch {
+	case hasVNNI:
+		return "avx512+vnni"
+	case hasAVX512:
+		return "avx512"
+	case hasAVX2:
+		return "avx2"
+	}
+	return "go"
+}
+
+func asI32(b []byte) []int32 {
+	return unsafe.Slice((*int32)(unsafe.Pointer(unsafe.SliceData(b))), len(b)/4)
+}
+
+func asF32(b []byte) []float32 {
+	return unsafe.Slice((*float32)(unsafe.Pointer(unsafe.SliceData(b))), len(b)/4)
+}
+
+// Scratch buffers are pooled so that a forward step does not allocate.
+type byteBuf struct{ b []byte }
+type f32Buf struct{ f []float32 }
+
+var (
+	bytePool sync.Pool
+	f32Pool  sync.Pool
+)
+
+func getBytes(n int) *byteBuf {
+	if v, ok := bytePool.Get().(*byteBuf); ok && cap(v.b) >= n {
+		v.b = v.b[:n]
+		return v
+	}
+	// 64-byte aligned, for vector loads.
+	raw := make([]byte, n+64)
+	off := int(-uintptr(unsafe.Pointer(unsafe.SliceData(raw)))) & 63
+	return &byteBuf{b: raw[off : off+n : off+n]}
+}
+
+func putBytes(b *byteBuf) { bytePool.Put(b) }
+
+func getF32(n int) *f32Buf {
+	if v, ok := f32Pool.Get().(*f32Buf); ok && cap(v.f) >= n {
+		v.f = v.f[:n]
+		return v
+	}
+	raw := make([]float32, n+16)
+	off := (int(-uintptr(unsafe.Pointer(unsafe.SliceData(raw)))) & 63) / 4
+	return &f32Buf{f: raw[off : off+n : off+n]}
+}
+
+func putF32(f *f32Buf) { f32Pool.Put(f) }
