@@ -145,11 +145,7 @@ func attention(dst, q, k, v *rt.Tensor, seqs []rt.AttnSeq, blockSize int, scale 
 			out := row(dst, r*hq+h)
 			clear(out[:d])
 			for p, w := range sc {
-				w *= inv
-				vr := vs[cacheRows[p]*kvWidth+kh*d:][:d]
-				for c := range out {
-					out[c] += w * vr[c]
-				}
+				axpy(w*inv, vs[cacheRows[p]*kvWidth+kh*d:][:d], out[:d])
 			}
 		}
 	})

@@ -8,30 +8,35 @@ import rt "github.com/govllm/govllm/runtime"
 func conv1dCausal(dst, x, w, state *rt.Tensor) {
 	T, C, K := x.Dim(0), x.Dim(1), w.Dim(1)
 	ws, st := w.F32()[:C*K], state.F32()[:(K-1)*C]
-	xr, dr := rowsOf(x), rowsOf(dst)
-	input := func(i, c int) float32 { // i indexes the concatenation state ++ x
-		if i < K-1 {
-			return st[i*C+c]
+	// Taps transposed to [K][C], so that each tap is one vector multiply-add
+	// over the channels of an input row.
+	taps := getF32(K * C)
+	for c := range C {
+		for j := range K {
+			taps.f[j*C+c] = ws[c*K+j]
 		}
-		return xr[i-(K-1)][c]
 	}
-	parallelFor(C, 64, func(lo, hi int) {
-		for c := lo; c < hi; c++ {
-			wc := ws[c*K : (c+1)*K]
-			for t := range T {
-				var s float32
-				for j, wj := range wc {
-					s += wj * input(t+j, c)
-				}
-				dr[t][c] = s
+	input := func(i int) []float32 { // row i of the concatenation state ++ x
+		if i < K-1 {
+			return st[i*C : (i+1)*C]
+		}
+		return row(x, i-(K-1))
+	}
+	parallelFor(T, max(1, 4096/C), func(lo, hi int) {
+		for t := lo; t < hi; t++ {
+			d := row(dst, t)
+			clear(d)
+			for j := range K {
+				fmaVec(d, taps.f[j*C:(j+1)*C], input(t+j))
 			}
 		}
 	})
-	next := make([]float32, len(st))
+	putF32(taps)
+	// The state keeps the last K-1 inputs; rows shift up when T < K-1.
+	next := getF32(len(st))
 	for r := range K - 1 {
-		for c := range C {
-			next[r*C+c] = input(T+r, c)
-		}
+		copy(next.f[r*C:(r+1)*C], input(T+r))
 	}
-	copy(st, next)
+	copy(st, next.f)
+	putF32(next)
 }

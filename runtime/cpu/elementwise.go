@@ -22,28 +22,19 @@ func siluF(x float32) float32 { return x * sigmoid(x) }
 
 func add(dst, a, b *rt.Tensor) {
 	forRows(dst, func(r int) {
-		d, x, y := row(dst, r), row(a, r), row(b, r)
-		for i := range d {
-			d[i] = x[i] + y[i]
-		}
+		addVec(row(dst, r), row(a, r), row(b, r))
 	})
 }
 
 func silu(dst, x *rt.Tensor) {
 	forRows(dst, func(r int) {
-		d, s := row(dst, r), row(x, r)
-		for i := range d {
-			d[i] = siluF(s[i])
-		}
+		swigluVec(row(dst, r), row(x, r), nil)
 	})
 }
 
 func swiGLU(dst, gate, up *rt.Tensor) {
 	forRows(dst, func(r int) {
-		d, g, u := row(dst, r), row(gate, r), row(up, r)
-		for i := range d {
-			d[i] = siluF(g[i]) * u[i]
-		}
+		swigluVec(row(dst, r), row(gate, r), row(up, r))
 	})
 }
 
@@ -57,9 +48,7 @@ func sigmoidMul(dst, x, gate *rt.Tensor) {
 			}
 			return
 		}
-		for i := range d {
-			d[i] = s[i] * sigmoid(g[i])
-		}
+		sigmoidMulVec(d, s, g)
 	})
 }
 
@@ -100,8 +89,9 @@ func gatedRMSNorm(dst, x, z, w *rt.Tensor, eps float32) {
 	forRows(dst, func(r int) {
 		d, s, g := row(dst, r), row(x, r), row(z, r)
 		inv := invRMS(s, eps)
+		swigluVec(d, g, nil)
 		for i := range d {
-			d[i] = ws[i] * (s[i] * inv) * siluF(g[i])
+			d[i] *= ws[i] * (s[i] * inv)
 		}
 	})
 }

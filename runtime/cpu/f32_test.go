@@ -63,3 +63,39 @@ func BenchmarkDot(b *testing.B) {
 	}
 	b.ReportMetric(1024*float64(b.N)/b.Elapsed().Seconds()/1e9, "GMAC/s")
 }
+
+// TestActivationKernelsAgree holds the vectorised exp-based activations to
+// math.Exp's, over the range activations take and beyond (saturation).
+func TestActivationKernelsAgree(t *testing.T) {
+	rng := rand.New(rand.NewPCG(7, 8))
+	for _, n := range []int{5, 16, 33, 1000} {
+		x, y := randF32(rng, n, 6), randF32(rng, n, 1)
+		x[0], x[n-1] = 120, -120
+		check := func(name string, got, want []float32) {
+			for i := range got {
+				if !near(got[i], want[i], 2e-6) {
+					t.Fatalf("%s n=%d at %d (x=%v): %v vs %v", name, n, i, x[i], got[i], want[i])
+				}
+			}
+		}
+		a, g := make([]float32, n), make([]float32, n)
+		sigmoidVec(a, x)
+		sigmoidVecGo(g, x)
+		check("sigmoid", a, g)
+		swigluVec(a, x, y)
+		swigluVecGo(g, x, y)
+		check("swiglu", a, g)
+		swigluVec(a, x, nil)
+		swigluVecGo(g, x, nil)
+		check("silu", a, g)
+		sigmoidMulVec(a, y, x)
+		sigmoidMulVecGo(g, y, x)
+		check("sigmoid_mul", a, g)
+		addVec(a, x, y)
+		addVecGo(g, x, y)
+		check("add", a, g)
+		fmaVec(a, x, y)
+		fmaVecGo(g, x, y)
+		check("fma", a, g)
+	}
+}

@@ -7,8 +7,12 @@ import rt "github.com/govllm/govllm/runtime"
 // with every activation row, so a weight is read once per call whatever M.
 // dot is the inner loop that an assembly kernel will replace.
 func matMul(dst, x, w *rt.Tensor) {
-	if w.DType() == rt.Q8_0 {
+	switch {
+	case w.DType() == rt.Q8_0:
 		matMulQ8(dst, x, w)
+		return
+	case kQuantSupported(w.DType()) && x.Dim(1)%256 == 0:
+		matMulK(dst, x, w)
 		return
 	}
 	m, k, n := x.Dim(0), x.Dim(1), w.Dim(0)

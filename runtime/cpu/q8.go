@@ -30,7 +30,7 @@ const (
 
 // activationsQuantized reports whether matmul with weights of dt
 // quantizes the activations to 8 bits.
-func activationsQuantized(dt rt.DType) bool { return dt == rt.Q8_0 }
+func activationsQuantized(dt rt.DType) bool { return dt == rt.Q8_0 || kQuantSupported(dt) }
 
 // q8Pairs is the number of block pairs of a row of k elements.
 func q8Pairs(k int) int { return (k/q8Block + 1) / 2 }

@@ -356,3 +356,85 @@ dpair:
 ddone:
 	VZEROUPPER
 	RET
+
+// ROW2B is ROW2 plus the weights' block offsets: bias (Z26/Z27) times the
+// activation block sums (XM).
+#define ROW2B(QADDR, SADDR, MADDR, TX, TS, TI0, TI1, TM0, TM1, ACC0, ACC1) \
+	ROW2(QADDR, SADDR, TX, TS, TI0, TI1, TM0, TM1, ACC0, ACC1) \
+	VMOVUPS MADDR, TS \
+	VFMADD231PS TS, Z26, ACC0 \
+	VFMADD231PS TS, Z27, ACC1
+
+#define LOADW2B \
+	LOADW2 \
+	VMOVUPS 192(DX), Z26 \
+	VMOVUPS 192(SI), Z27
+
+// func q8Rows2BAVX512(np int, prep0, prep1 *byte, q *byte, s, xm *float32, rows, qStride, sStride int, out *float32, outStride int)
+// q8Rows2AVX512 for k-quant rows: 256-byte prepared pairs with a bias
+// vector, and xm (activation block sums·scale, laid out as s).
+TEXT ·q8Rows2BAVX512(SB), NOSPLIT, $0-88
+	MOVQ q+24(FP), AX
+	MOVQ s+32(FP), BX
+	MOVQ rows+48(FP), R9
+	MOVQ qStride+56(FP), R10
+	MOVQ sStride+64(FP), R11
+	MOVQ out+72(FP), R12
+	MOVQ outStride+80(FP), R13
+	MOVQ xm+40(FP), R15
+	SUBQ BX, R15 // xm as an offset from s: the same strides walk both
+b2one:
+	TESTQ R9, R9
+	JZ b2done
+	VPXORD Z0, Z0, Z0
+	VPXORD Z4, Z4, Z4
+	VPXORD Z1, Z1, Z1
+	VPXORD Z5, Z5, Z5
+	MOVQ prep0+8(FP), DX
+	MOVQ prep1+16(FP), SI
+	MOVQ AX, DI
+	MOVQ BX, R8
+	MOVQ np+0(FP), CX
+	CMPQ R9, $2
+	JLT b2single
+b2twopair:
+	LOADW2B
+	ROW2B((DI), (R8), (R8)(R15*1), Z14, Z15, Z16, Z17, Z18, Z19, Z0, Z4)
+	LEAQ (R8)(R11*1), R14
+	ROW2B((DI)(R10*1), (R14), (R14)(R15*1), Z20, Z21, Z22, Z23, Z24, Z25, Z1, Z5)
+	ADDQ $256, DX
+	ADDQ $256, SI
+	ADDQ $64, DI
+	ADDQ $64, R8
+	DECQ CX
+	JNZ b2twopair
+	HSUM(Z0, Y0, X0)
+	HSUM(Z4, Y4, X4)
+	HSUM(Z1, Y1, X1)
+	HSUM(Z5, Y5, X5)
+	VMOVSS X0, (R12)
+	VMOVSS X4, 4(R12)
+	ADDQ R13, R12
+	VMOVSS X1, (R12)
+	VMOVSS X5, 4(R12)
+	ADDQ R13, R12
+	LEAQ (AX)(R10*2), AX
+	LEAQ (BX)(R11*2), BX
+	SUBQ $2, R9
+	JMP b2one
+b2single:
+	LOADW2B
+	ROW2B((DI), (R8), (R8)(R15*1), Z14, Z15, Z16, Z17, Z18, Z19, Z0, Z4)
+	ADDQ $256, DX
+	ADDQ $256, SI
+	ADDQ $64, DI
+	ADDQ $64, R8
+	DECQ CX
+	JNZ b2single
+	HSUM(Z0, Y0, X0)
+	HSUM(Z4, Y4, X4)
+	VMOVSS X0, (R12)
+	VMOVSS X4, 4(R12)
+b2done:
+	VZEROUPPER
+	RET

@@ -2,6 +2,8 @@
 
 package cpu
 
+import rt "github.com/govllm/govllm/runtime"
+
 func quantizeQ8X(x []float32, q []byte, s []float32) { quantizeQ8XGo(x, q, s) }
 func q8Prep(w []byte, dst []byte)                    { q8PrepGo(w, dst) }
 func q8Rows(np int, prep []byte, q []byte, s []float32, rows, qStride, sStride int, out []float32, outStride int) {
@@ -14,3 +16,9 @@ func q8Rows2(np int, prep0, prep1 []byte, q []byte, s []float32, rows, qStride, 
 }
 
 func q8Decode(w []byte, rowBytes int, q []byte, s []float32, out []float32) bool { return false }
+
+func q8Rows2B(np int, prep0, prep1 []byte, q []byte, s, xm []float32, rows, qStride, sStride int, out []float32, outStride int) {
+	q8Rows2BGo(np, prep0, prep1, q, s, xm, rows, qStride, sStride, out, outStride)
+}
+
+func kPrep(dt rt.DType, w []byte, dst []byte) { kPrepGo(dt, w, dst) }

@@ -1,6 +1,7 @@
 package cpu
 
 import (
+	"fmt"
 	"math"
 	"math/rand/v2"
 	"slices"
@@ -152,5 +153,64 @@ func BenchmarkQ8Decode(b *testing.B) {
 				}
 			}
 		})
+	}
+}
+
+// BenchmarkMatMulQ8Decode is the whole decode matmul (both cores) on an
+// LM-head-sized matrix and on a layer-sized one.
+func BenchmarkMatMulQ8Decode(b *testing.B) {
+	rng := rand.New(rand.NewPCG(1, 1))
+	const k = 1024
+	for _, n := range []int{1024, 6144, 248320} {
+		wq, _ := quant.Quantize(rt.Q8_0, randF32(rng, n*k, 0.05))
+		w, _ := rt.FromBytes(rt.Q8_0, wq, n, k)
+		x, _ := rt.FromF32(randF32(rng, k, 1), 1, k)
+		dst := rt.New(rt.F32, 1, n)
+		b.Run(fmt.Sprint(n), func(b *testing.B) {
+			b.SetBytes(int64(len(wq)))
+			for b.Loop() {
+				matMulQ8(dst, x, w)
+			}
+		})
+	}
+}
+
+// TestKQuantKernelsAgree holds the assembly k-quant preparation to the Go
+// one bit for bit, and the bias kernel to its Go form.
+func TestKQuantKernelsAgree(t *testing.T) {
+	rng := rand.New(rand.NewPCG(9, 10))
+	for _, dt := range []rt.DType{rt.Q4_K, rt.Q5_K, rt.Q6_K} {
+		for _, k := range []int{256, 1024, 2304} {
+			np := k / 64
+			w0, _ := quant.Quantize(dt, randF32(rng, k, float32(k)/1024))
+			w1, _ := quant.Quantize(dt, randF32(rng, k, 0.05))
+			pa, pg := make([]byte, np*kPairBytes), make([]byte, np*kPairBytes)
+			kPrep(dt, w0, pa)
+			kPrepGo(dt, w0, pg)
+			if !slices.Equal(pa, pg) {
+				for i := range pa {
+					if pa[i] != pg[i] {
+						t.Fatalf("%v k=%d: kPrep differs from the Go kernel at byte %d (pair %d, offset %d)", dt, k, i, i/kPairBytes, i%kPairBytes)
+					}
+				}
+			}
+			p1 := make([]byte, np*kPairBytes)
+			kPrep(dt, w1, p1)
+			const rows = 5
+			x := randF32(rng, rows*k, 1)
+			q, s, xm := make([]byte, rows*np*64), make([]float32, rows*np*16), make([]float32, rows*np*16)
+			for r := range rows {
+				quantizeQ8X(x[r*k:(r+1)*k], q[r*np*64:], s[r*np*16:])
+				blockSums(np, q[r*np*64:], s[r*np*16:], xm[r*np*16:])
+			}
+			oa, og := make([]float32, rows*2), make([]float32, rows*2)
+			q8Rows2B(np, pa, p1, q, s, xm, rows, np*64, np*16, oa, 2)
+			q8Rows2BGo(np, pg, p1, q, s, xm, rows, np*64, np*16, og, 2)
+			for i := range oa {
+				if !near(oa[i], og[i], 1e-4) {
+					t.Errorf("%v k=%d out %d: asm %v, go %v", dt, k, i, oa[i], og[i])
+				}
+			}
+		}
 	}
 }
