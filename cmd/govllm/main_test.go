@@ -254,16 +254,38 @@ func mustRegistry(t *testing.T) *rt.Registry {
 
 func TestBenchCommand(t *testing.T) {
 	dir := filepath.Join(oracle.Dir(t), "qwen35-dense")
-	out, err := execute(t, "bench", "--model", dir, "--concurrency", "1,2", "--requests", "2", "--max-tokens", "4", "--prompt-tokens", "8")
+	out, err := execute(t, "bench", "-m", dir, "-p", "8", "-n", "4", "-r", "2", "-t", "2", "-o", "json")
 	if err != nil {
 		t.Fatal(err)
 	}
-	lines := strings.Split(strings.TrimSpace(out), "\n")
-	if len(lines) != 3 || !strings.HasPrefix(lines[0], "concurrency") || strings.Fields(lines[2])[2] != "8" {
-		t.Fatalf("bench output:\n%s", out)
+	var rs []benchResult
+	if err := json.Unmarshal([]byte(out), &rs); err != nil {
+		t.Fatalf("bench -o json: %v\n%s", err, out)
 	}
-	if _, err := execute(t, "bench", "--model", dir, "--concurrency", "0"); err == nil {
-		t.Fatal("concurrency 0 accepted")
+	if len(rs) != 2 || rs[0].NPrompt != 8 || rs[0].NGen != 0 || rs[1].NPrompt != 0 || rs[1].NGen != 4 {
+		t.Fatalf("bench tests: %+v", rs)
+	}
+	for _, r := range rs {
+		if r.AvgTs <= 0 || len(r.SamplesTs) != 2 || len(r.SamplesNs) != 2 || r.NThreads != 2 || r.ModelParams == 0 {
+			t.Errorf("bench result: %+v", r)
+		}
+	}
+	out, err = execute(t, "bench", "-m", dir, "-p", "8", "-n", "4", "-r", "1")
+	if err != nil || !strings.Contains(out, "| pp8 ") || !strings.Contains(out, "| tg4 ") {
+		t.Fatalf("bench table (%v):\n%s", err, out)
+	}
+	out, err = execute(t, "bench", "-m", dir, "-p", "8", "-n", "4", "-r", "1", "--concurrency", "3", "-o", "json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	rs = nil
+	if err := json.Unmarshal([]byte(out), &rs); err != nil || len(rs) != 1 || rs[0].NSeqs != 3 || rs[0].NGen != 4 || rs[0].AvgTs <= 0 {
+		t.Fatalf("bench --concurrency 3 (%v): %s", err, out)
+	}
+	for _, bad := range [][]string{{"-r", "0"}, {"-o", "xml"}, {"-p", "x"}, {"--concurrency", "0"}} {
+		if _, err := execute(t, append([]string{"bench", "-m", dir}, bad...)...); err == nil {
+			t.Errorf("bench %v accepted", bad)
+		}
 	}
 }
 

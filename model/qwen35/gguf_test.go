@@ -78,7 +78,11 @@ func TestGGUFFilesFromLlamaCpp(t *testing.T) {
 				a, aa := closeness(ours, truth, v)
 				b, ba := closeness(theirs, truth, v)
 				t.Logf("%s, all cases: mean |Δ| govllm %.4f, llama.cpp %.4f; argmax agreement %.3f vs %.3f", filepath.Base(file), a, b, aa, ba)
-				if a > b || aa < ba {
+				// The integer kernels quantize activations to 8 bits per
+				// block of 32, as llama.cpp does, so the two land at the same
+				// distance from transformers: govllm may not be further by
+				// more than 5% of llama.cpp's distance or 0.05 in agreement.
+				if a > 1.05*b || aa < ba-0.05 {
 					t.Errorf("%s: govllm (mean |Δ| %.4f, argmax %.3f) is further from transformers than llama.cpp (%.4f, %.3f)", filepath.Base(file), a, aa, b, ba)
 				}
 			}

@@ -89,10 +89,12 @@ func gatedRMSNorm(dst, x, z, w *rt.Tensor, eps float32) {
 	forRows(dst, func(r int) {
 		d, s, g := row(dst, r), row(x, r), row(z, r)
 		inv := invRMS(s, eps)
-		swigluVec(d, g, nil)
+		gs := getF32(len(d)) // dst may alias x or z
+		swigluVec(gs.f, g, nil)
 		for i := range d {
-			d[i] *= ws[i] * (s[i] * inv)
+			d[i] = ws[i] * (s[i] * inv) * gs.f[i]
 		}
+		putF32(gs)
 	})
 }
 

@@ -1,6 +1,5 @@
 package cpu
 
-
 //go:noescape
 func quantizeQ8XAVX512(x *float32, nb int, q *byte, s *float32)
 
@@ -112,4 +111,3 @@ func q8Rows2B(np int, prep0, prep1 []byte, q []byte, s, xm []float32, rows, qStr
 	_ = out[(rows-1)*outStride+1]
 	q8Rows2BAVX512(np, &prep0[0], &prep1[0], &q[0], &s[0], &xm[0], rows, qStride, sStride*4, &out[0], outStride*4)
 }
-
