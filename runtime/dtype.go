@@ -34,7 +34,8 @@ const (
 var dtypeNames = [...]string{DTypeInvalid: "invalid", F32: "f32", BF16: "bf16", F16: "f16", Q8_0: "q8_0",
 	Q4_0: "q4_0", Q4_1: "q4_1", Q5_0: "q5_0", Q5_1: "q5_1", Q4_K: "q4_k", Q5_K: "q5_k", Q6_K: "q6_k", Q2_K: "q2_k", Q3_K: "q3_k", IQ4_NL: "iq4_nl", IQ4_XS: "iq4_xs"}
 
-var blocks = map[DType][2]int{Q8_0: {32, 34}, Q4_0: {32, 18}, Q4_1: {32, 20}, Q5_0: {32, 22}, Q5_1: {32, 24},
+// blocks is indexed by dtype (an array, not a map: kernels ask per row).
+var blocks = [...][2]int{Q8_0: {32, 34}, Q4_0: {32, 18}, Q4_1: {32, 20}, Q5_0: {32, 22}, Q5_1: {32, 24},
 	Q4_K: {256, 144}, Q5_K: {256, 176}, Q6_K: {256, 210}, Q2_K: {256, 84}, Q3_K: {256, 110}, IQ4_NL: {32, 18}, IQ4_XS: {256, 136}}
 
 func (d DType) String() string {
@@ -57,8 +58,8 @@ func (d DType) Size() int {
 
 // Block is (elements, bytes) of one block: (1, Size) for plain dtypes.
 func (d DType) Block() (elems, bytes int) {
-	if b, ok := blocks[d]; ok {
-		return b[0], b[1]
+	if int(d) < len(blocks) && blocks[d][0] != 0 {
+		return blocks[d][0], blocks[d][1]
 	}
 	return 1, d.Size()
 }
@@ -76,7 +77,7 @@ func (d DType) ByteLen(n int) int {
 var DTypes = []DType{F32, BF16, F16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q4_K, Q5_K, Q6_K, Q2_K, Q3_K, IQ4_NL, IQ4_XS}
 
 // Quantized reports whether d is a block format.
-func (d DType) Quantized() bool { _, ok := blocks[d]; return ok }
+func (d DType) Quantized() bool { return int(d) < len(blocks) && blocks[d][0] != 0 }
 
 // BF16ToF32 widens a bfloat16 bit pattern.
 func BF16ToF32(h uint16) float32 { return math.Float32frombits(uint32(h) << 16) }

@@ -19,6 +19,79 @@ DATA q6idx<>+56(SB)/4, $3
 DATA q6idx<>+60(SB)/4, $3
 GLOBL q6idx<>(SB), RODATA|NOPTR, $64
 
+
+// Q4_K's 6-bit scales and mins, unpacked with byte shuffles: from the 12
+// bytes A(0..3) B(4..7) C(8..11), U = [A C B C] and V = [0 A 0 B]; the
+// scales are U&63 (A) and C&15 | A>>6<<4, the mins B&63 and C>>4 | B>>6<<4.
+DATA k4shu<>+0(SB)/1, $0
+DATA k4shu<>+1(SB)/1, $1
+DATA k4shu<>+2(SB)/1, $2
+DATA k4shu<>+3(SB)/1, $3
+DATA k4shu<>+4(SB)/1, $8
+DATA k4shu<>+5(SB)/1, $9
+DATA k4shu<>+6(SB)/1, $10
+DATA k4shu<>+7(SB)/1, $11
+DATA k4shu<>+8(SB)/1, $4
+DATA k4shu<>+9(SB)/1, $5
+DATA k4shu<>+10(SB)/1, $6
+DATA k4shu<>+11(SB)/1, $7
+DATA k4shu<>+12(SB)/1, $8
+DATA k4shu<>+13(SB)/1, $9
+DATA k4shu<>+14(SB)/1, $10
+DATA k4shu<>+15(SB)/1, $11
+GLOBL k4shu<>(SB), RODATA|NOPTR, $16
+DATA k4shv<>+0(SB)/1, $128
+DATA k4shv<>+1(SB)/1, $128
+DATA k4shv<>+2(SB)/1, $128
+DATA k4shv<>+3(SB)/1, $128
+DATA k4shv<>+4(SB)/1, $0
+DATA k4shv<>+5(SB)/1, $1
+DATA k4shv<>+6(SB)/1, $2
+DATA k4shv<>+7(SB)/1, $3
+DATA k4shv<>+8(SB)/1, $128
+DATA k4shv<>+9(SB)/1, $128
+DATA k4shv<>+10(SB)/1, $128
+DATA k4shv<>+11(SB)/1, $128
+DATA k4shv<>+12(SB)/1, $4
+DATA k4shv<>+13(SB)/1, $5
+DATA k4shv<>+14(SB)/1, $6
+DATA k4shv<>+15(SB)/1, $7
+GLOBL k4shv<>(SB), RODATA|NOPTR, $16
+DATA k4m1<>+0(SB)/1, $63
+DATA k4m1<>+1(SB)/1, $63
+DATA k4m1<>+2(SB)/1, $63
+DATA k4m1<>+3(SB)/1, $63
+DATA k4m1<>+4(SB)/1, $15
+DATA k4m1<>+5(SB)/1, $15
+DATA k4m1<>+6(SB)/1, $15
+DATA k4m1<>+7(SB)/1, $15
+DATA k4m1<>+8(SB)/1, $63
+DATA k4m1<>+9(SB)/1, $63
+DATA k4m1<>+10(SB)/1, $63
+DATA k4m1<>+11(SB)/1, $63
+DATA k4m1<>+12(SB)/1, $0
+DATA k4m1<>+13(SB)/1, $0
+DATA k4m1<>+14(SB)/1, $0
+DATA k4m1<>+15(SB)/1, $0
+GLOBL k4m1<>(SB), RODATA|NOPTR, $16
+DATA k4m2<>+0(SB)/1, $0
+DATA k4m2<>+1(SB)/1, $0
+DATA k4m2<>+2(SB)/1, $0
+DATA k4m2<>+3(SB)/1, $0
+DATA k4m2<>+4(SB)/1, $0
+DATA k4m2<>+5(SB)/1, $0
+DATA k4m2<>+6(SB)/1, $0
+DATA k4m2<>+7(SB)/1, $0
+DATA k4m2<>+8(SB)/1, $0
+DATA k4m2<>+9(SB)/1, $0
+DATA k4m2<>+10(SB)/1, $0
+DATA k4m2<>+11(SB)/1, $0
+DATA k4m2<>+12(SB)/1, $15
+DATA k4m2<>+13(SB)/1, $15
+DATA k4m2<>+14(SB)/1, $15
+DATA k4m2<>+15(SB)/1, $15
+GLOBL k4m2<>(SB), RODATA|NOPTR, $16
+
 // NEGC(W, OFF): store -128·(sum of each lane's 4 bytes of W) at OFF(DI).
 #define NEGC(W, OFF) \
 	VPXORD Z3, Z3, Z3 \
@@ -41,88 +114,25 @@ TEXT ·kPrepQ4KAVX512(SB), NOSPLIT, $96-24
 	VPBROADCASTD AX, Y15
 	MOVL $0xbe000000, AX // -0.125
 	VPBROADCASTD AX, Y14
+	VMOVDQU64 k4shu<>(SB), X16
+	VMOVDQU64 k4shv<>(SB), X17
+	VMOVDQU64 k4m1<>(SB), X18
+	VMOVDQU64 k4m2<>(SB), X19
+	MOVL $0x30303030, AX
+	VPBROADCASTD AX, X20
 k4block:
-	MOVBLZX 4(SI), AX
-	ANDL $63, AX
-	MOVB AX, 0(SP)
-	MOVBLZX 8(SI), AX
-	ANDL $63, AX
-	MOVB AX, 8(SP)
-	MOVBLZX 5(SI), AX
-	ANDL $63, AX
-	MOVB AX, 1(SP)
-	MOVBLZX 9(SI), AX
-	ANDL $63, AX
-	MOVB AX, 9(SP)
-	MOVBLZX 6(SI), AX
-	ANDL $63, AX
-	MOVB AX, 2(SP)
-	MOVBLZX 10(SI), AX
-	ANDL $63, AX
-	MOVB AX, 10(SP)
-	MOVBLZX 7(SI), AX
-	ANDL $63, AX
-	MOVB AX, 3(SP)
-	MOVBLZX 11(SI), AX
-	ANDL $63, AX
-	MOVB AX, 11(SP)
-	MOVBLZX 12(SI), AX
-	ANDL $15, AX
-	MOVBLZX 4(SI), BX
-	SHRL $6, BX
-	SHLL $4, BX
-	ORL BX, AX
-	MOVB AX, 4(SP)
-	MOVBLZX 12(SI), AX
-	SHRL $4, AX
-	MOVBLZX 8(SI), BX
-	SHRL $6, BX
-	SHLL $4, BX
-	ORL BX, AX
-	MOVB AX, 12(SP)
-	MOVBLZX 13(SI), AX
-	ANDL $15, AX
-	MOVBLZX 5(SI), BX
-	SHRL $6, BX
-	SHLL $4, BX
-	ORL BX, AX
-	MOVB AX, 5(SP)
-	MOVBLZX 13(SI), AX
-	SHRL $4, AX
-	MOVBLZX 9(SI), BX
-	SHRL $6, BX
-	SHLL $4, BX
-	ORL BX, AX
-	MOVB AX, 13(SP)
-	MOVBLZX 14(SI), AX
-	ANDL $15, AX
-	MOVBLZX 6(SI), BX
-	SHRL $6, BX
-	SHLL $4, BX
-	ORL BX, AX
-	MOVB AX, 6(SP)
-	MOVBLZX 14(SI), AX
-	SHRL $4, AX
-	MOVBLZX 10(SI), BX
-	SHRL $6, BX
-	SHLL $4, BX
-	ORL BX, AX
-	MOVB AX, 14(SP)
-	MOVBLZX 15(SI), AX
-	ANDL $15, AX
-	MOVBLZX 7(SI), BX
-	SHRL $6, BX
-	SHLL $4, BX
-	ORL BX, AX
-	MOVB AX, 7(SP)
-	MOVBLZX 15(SI), AX
-	SHRL $4, AX
-	MOVBLZX 11(SI), BX
-	SHRL $6, BX
-	SHLL $4, BX
-	ORL BX, AX
-	MOVB AX, 15(SP)
-	VPMOVZXBD (SP), Z5
+	VMOVDQU 4(SI), X0
+	VPSHUFB X16, X0, X1
+	VPSHUFB X17, X0, X2
+	VPANDD X18, X1, X3
+	VPSRLW $4, X1, X1
+	VPANDD X19, X1, X1
+	VPORD X1, X3, X3
+	VPSRLW $2, X2, X2
+	VPANDD X20, X2, X2
+	VPORD X2, X3, X3
+	VPMOVZXBD X3, Z5
+
 	VCVTDQ2PS Z5, Z5
 	VPBROADCASTW (SI), X6
 	VCVTPH2PS X6, Y6
