@@ -2,6 +2,7 @@ package cpu
 
 import (
 	rt "github.com/govllm/govllm/runtime"
+	"github.com/govllm/govllm/runtime/quant"
 )
 
 // K-quant weights (Q4_K, Q5_K, Q6_K) run on the Q8_0 integer kernels: a
@@ -25,8 +26,8 @@ func kDecode(dt rt.DType, blk []byte, q *[256]int8, scale *[16]float32, bias *[8
 			qh, qs = blk[16:48], blk[48:176]
 		}
 		for c := range 4 {
-			s1, m1 := kScaleMin(2*c, scales)
-			s2, m2 := kScaleMin(2*c+1, scales)
+			s1, m1 := quant.ScaleMin(2*c, scales)
+			s2, m2 := quant.ScaleMin(2*c+1, scales)
 			scale[4*c], scale[4*c+1] = d*float32(s1), d*float32(s1)
 			scale[4*c+2], scale[4*c+3] = d*float32(s2), d*float32(s2)
 			bias[2*c], bias[2*c+1] = -dmin*float32(m1), -dmin*float32(m2)
@@ -63,14 +64,6 @@ func kDecode(dt rt.DType, blk []byte, q *[256]int8, scale *[16]float32, bias *[8
 }
 
 func f16At(b []byte, i int) float32 { return rt.F16ToF32(uint16(b[i]) | uint16(b[i+1])<<8) }
-
-// kScaleMin unpacks the 6-bit scale and min of sub-block j.
-func kScaleMin(j int, q []byte) (sc, m byte) {
-	if j < 4 {
-		return q[j] & 63, q[j+4] & 63
-	}
-	return q[j+4]&0xf | (q[j-4]>>6)<<4, q[j+4]>>4 | (q[j]>>6)<<4
-}
 
 // kPrepGo prepares a k-quant row of whole 256-element blocks.
 func kPrepGo(dt rt.DType, w []byte, dst []byte) {
@@ -167,19 +160,16 @@ func matMulK(dst, x, w *rt.Tensor) {
 				kPrep(dt, wb[j*rb:(j+1)*rb], p0)
 				if j+1 < n {
 					kPrep(dt, wb[(j+1)*rb:(j+2)*rb], p1)
-				} else {
-					copy(p1, p0) // computed and dropped below
-				}
-				if j+1 < n {
 					q8Rows2B(np, p0, p1, xq, xs, xm, rows, np*64, np*16, d[r0*ds+j:], ds)
-				} else {
-					tmp := getF32(2 * rows)
-					q8Rows2B(np, p0, p1, xq, xs, xm, rows, np*64, np*16, tmp.f, 2)
-					for r := range rows {
-						d[(r0+r)*ds+j] = tmp.f[2*r]
-					}
-					putF32(tmp)
+					continue
 				}
+				// The last of an odd number of rows: run it twice, keep one.
+				tmp := getF32(2 * rows)
+				q8Rows2B(np, p0, p0, xq, xs, xm, rows, np*64, np*16, tmp.f, 2)
+				for r := range rows {
+					d[(r0+r)*ds+j] = tmp.f[2*r]
+				}
+				putF32(tmp)
 			}
 		}
 		putBytes(prep)

@@ -58,13 +58,20 @@ func quantizeQ8XGo(x []float32, q []byte, s []float32) {
 			sb[i] = d
 		}
 	}
-	if nb%2 == 1 {
-		pad := q[nb*q8Block : (nb+1)*q8Block]
-		for i := range pad {
-			pad[i] = 0x80
-		}
-		clear(s[(nb/2)*16+8:][:8])
+	padOddBlock(nb, q, s)
+}
+
+// padOddBlock fills the missing second block of a row with an odd number
+// nb of blocks: integers 0 (stored 0x80) and scale 0.
+func padOddBlock(nb int, q []byte, s []float32) {
+	if nb%2 == 0 {
+		return
 	}
+	pad := q[nb*q8Block : (nb+1)*q8Block]
+	for i := range pad {
+		pad[i] = 0x80
+	}
+	clear(s[(nb/2)*16+8:][:8])
 }
 
 // roundEven rounds to the nearest integer, ties to even, as VCVTPS2DQ does.
@@ -138,7 +145,7 @@ func matMulQ8(dst, x, w *rt.Tensor) {
 	wb := w.Bytes()
 	d := dst.F32()
 	ds := dst.Strides()[0]
-	if m == 1 && q8Decode(wb[:rb], rb, xq.b, xs.f, d[:1]) {
+	if m == 1 && q8DecodeOK(rb) {
 		// Decode: stream each weight row once against the one activation row.
 		parallelFor(n, 64, func(lo, hi int) {
 			q8Decode(wb[lo*rb:hi*rb], rb, xq.b, xs.f, d[lo:hi])

@@ -18,13 +18,7 @@ func quantizeQ8X(x []float32, q []byte, s []float32) {
 	_ = q[(nb+1)/2*64-1]
 	_ = s[(nb+1)/2*16-1]
 	quantizeQ8XAVX512(&x[0], nb, &q[0], &s[0])
-	if nb%2 == 1 {
-		pad := q[nb*q8Block : (nb+1)*q8Block]
-		for i := range pad {
-			pad[i] = 0x80
-		}
-		clear(s[(nb/2)*16+8:][:8])
-	}
+	padOddBlock(nb, q, s)
 }
 
 func q8Prep(w []byte, dst []byte) {
@@ -74,6 +68,9 @@ func q8Rows2(np int, prep0, prep1 []byte, q []byte, s []float32, rows, qStride, 
 	q8Rows2AVX512(np, &prep0[0], &prep1[0], &q[0], &s[0], rows, qStride, sStride*4, &out[0], outStride*4)
 }
 
+// q8DecodeOK reports whether q8Decode has a kernel for rows of rowBytes.
+func q8DecodeOK(rowBytes int) bool { return hasVNNI && (rowBytes/34)%2 == 0 }
+
 //go:noescape
 func q8DecodeAVX512(nrows, np int, w *byte, rowBytes int, q *byte, s *float32, out *float32)
 
@@ -83,7 +80,7 @@ func q8DecodeAVX512(nrows, np int, w *byte, rowBytes int, q *byte, s *float32, o
 // instead).
 func q8Decode(w []byte, rowBytes int, q []byte, s []float32, out []float32) bool {
 	nb := rowBytes / 34
-	if !hasVNNI || nb%2 == 1 || len(out) == 0 {
+	if !q8DecodeOK(rowBytes) || len(out) == 0 {
 		return false
 	}
 	np := nb / 2

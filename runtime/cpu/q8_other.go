@@ -16,6 +16,7 @@ func q8Rows2(np int, prep0, prep1 []byte, q []byte, s []float32, rows, qStride, 
 }
 
 func q8Decode(w []byte, rowBytes int, q []byte, s []float32, out []float32) bool { return false }
+func q8DecodeOK(rowBytes int) bool                                               { return false }
 
 func q8Rows2B(np int, prep0, prep1 []byte, q []byte, s, xm []float32, rows, qStride, sStride int, out []float32, outStride int) {
 	q8Rows2BGo(np, prep0, prep1, q, s, xm, rows, qStride, sStride, out, outStride)

@@ -140,9 +140,9 @@ func f16(b []byte) float32 { return rt.F16ToF32(binary.LittleEndian.Uint16(b)) }
 
 func putF16(b []byte, v float32) { binary.LittleEndian.PutUint16(b, rt.F32ToF16(v)) }
 
-// scaleMin unpacks the 6-bit scale and min of sub-block j (GGML's
-// get_scale_min_k4).
-func scaleMin(j int, q []byte) (sc, m byte) {
+// ScaleMin unpacks the 6-bit scale and min of sub-block j of a Q4_K/Q5_K
+// block's 12 scale bytes (GGML's get_scale_min_k4).
+func ScaleMin(j int, q []byte) (sc, m byte) {
 	if j < 4 {
 		return q[j] & 63, q[j+4] & 63
 	}
@@ -159,8 +159,8 @@ func dequantQ45K(dt rt.DType, blk []byte, out []float32) {
 		qh, qs = blk[16:48], blk[48:176]
 	}
 	for c := range 4 { // chunks of 64: two sub-blocks
-		s1, m1 := scaleMin(2*c, scales)
-		s2, m2 := scaleMin(2*c+1, scales)
+		s1, m1 := ScaleMin(2*c, scales)
+		s2, m2 := ScaleMin(2*c+1, scales)
 		d1, d2 := d*float32(s1), d*float32(s2)
 		n1, n2 := dmin*float32(m1), dmin*float32(m2)
 		q := qs[32*c : 32*c+32]
