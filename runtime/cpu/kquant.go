@@ -126,6 +126,33 @@ func q8Rows2BGo(np int, prep0, prep1 []byte, q []byte, s, xm []float32, rows, qS
 	}
 }
 
+// kAct is one quantized activation row in the form the k-quant decode
+// kernels read: the integers signed (q), their lane scales (s), the block
+// sums for the mins of Q4_K (xm, as blockSums) and, per lane, -32·Σ of
+// its four integers for the offset of Q6_K's 6-bit values (a32).
+type kAct struct {
+	q     []byte
+	s, xm []float32
+	a32   []int32
+}
+
+// newKAct derives a kAct from a row quantized by quantizeQ8X (offset
+// bytes xq, scales xs, block sums xm); buf holds its q and a32.
+func newKAct(xq []byte, xs, xm []float32, buf []byte) *kAct {
+	n := len(xq)
+	a := &kAct{q: buf[:n], s: xs, xm: xm, a32: asI32(buf[n : 2*n])}
+	for l := range n / 4 {
+		var sum int32
+		for i := range 4 {
+			v := xq[4*l+i] ^ 0x80
+			a.q[4*l+i] = v
+			sum += int32(int8(v))
+		}
+		a.a32[l] = -32 * sum
+	}
+	return a
+}
+
 // matMulK is matMul for k-quant weights, on the prepared-pair kernels.
 func matMulK(dst, x, w *rt.Tensor) {
 	m, k, n := x.Dim(0), x.Dim(1), w.Dim(0)
@@ -146,6 +173,18 @@ func matMulK(dst, x, w *rt.Tensor) {
 	wb := w.Bytes()
 	d := dst.F32()
 	ds := dst.Strides()[0]
+	if m == 1 && kDecodeOK(dt) {
+		buf := getBytes(2 * np * 64)
+		a := newKAct(xq.b, xs.f, xm.f, buf.b)
+		parallelFor(n, 64, func(lo, hi int) {
+			kDecodeRows(dt, wb[lo*rb:hi*rb], rb, a, d[lo:hi])
+		})
+		putBytes(buf)
+		putBytes(xq)
+		putF32(xs)
+		putF32(xm)
+		return
+	}
 	rowBlock := max(4, min(m, (512<<10)/(np*192)))
 	pairs := (n + 1) / 2
 	grain := max(1, 32*1024/max(1, m*k))

@@ -14,6 +14,9 @@ func matMul(dst, x, w *rt.Tensor) {
 	case kQuantSupported(w.DType()) && x.Dim(1)%256 == 0:
 		matMulK(dst, x, w)
 		return
+	case halfSupported(w.DType(), x.Dim(1)) && x.RowsContiguous():
+		matMulHalf(dst, x, w)
+		return
 	}
 	m, k, n := x.Dim(0), x.Dim(1), w.Dim(0)
 	xr, dr := rowsOf(x), rowsOf(dst)

@@ -1,4 +1,5 @@
 #include "textflag.h"
+#include "simd_amd64.h"
 
 // func quantizeQ8XAVX512(x *float32, nb int, q *byte, s *float32)
 TEXT ·quantizeQ8XAVX512(SB), NOSPLIT, $0-32
@@ -84,15 +85,6 @@ ploop:
 pdone:
 	VZEROUPPER
 	RET
-
-// hsum reduces Z to its lane sum in the low lane of X.
-#define HSUM(Z, Y, X) \
-	VEXTRACTF64X4 $1, Z, Y14 \
-	VADDPS Y14, Y, Y \
-	VEXTRACTF128 $1, Y, X14 \
-	VADDPS X14, X, X \
-	VHADDPS X, X, X \
-	VHADDPS X, X, X
 
 // ROW(q, s, tq, ti, ts, acc): one activation row's pair against the
 // prepared pair at DX (negC in Z4, ws in Z5).
@@ -370,71 +362,104 @@ ddone:
 	VMOVUPS 192(DX), Z26 \
 	VMOVUPS 192(SI), Z27
 
-// func q8Rows2BAVX512(np int, prep0, prep1 *byte, q *byte, s, xm *float32, rows, qStride, sStride int, out *float32, outStride int)
+// func q8Rows2BAVX512(np int, prep0, prep1 *byte, q *byte, s, xm *float32, rows, stride int, out *float32, outStride int)
 // q8Rows2AVX512 for k-quant rows: 256-byte prepared pairs with a bias
-// vector, and xm (activation block sums·scale, laid out as s).
-TEXT ·q8Rows2BAVX512(SB), NOSPLIT, $0-88
+// vector, and xm (activation block sums·scale, laid out as s). The rows of
+// q, s and xm are stride bytes apart (64 bytes per pair in each).
+TEXT ·q8Rows2BAVX512(SB), NOSPLIT, $0-80
 	MOVQ q+24(FP), AX
 	MOVQ s+32(FP), BX
-	MOVQ rows+48(FP), R9
-	MOVQ qStride+56(FP), R10
-	MOVQ sStride+64(FP), R11
-	MOVQ out+72(FP), R12
-	MOVQ outStride+80(FP), R13
 	MOVQ xm+40(FP), R15
-	SUBQ BX, R15 // xm as an offset from s: the same strides walk both
-b2one:
-	TESTQ R9, R9
-	JZ b2done
+	SUBQ BX, R15 // xm as an offset from s
+	MOVQ rows+48(FP), R9
+	MOVQ stride+56(FP), R10
+	MOVQ out+64(FP), R12
+	MOVQ outStride+72(FP), R13
+	LEAQ (R10)(R10*2), R14
+b4four:
+	CMPQ R9, $4
+	JLT b4one
 	VPXORD Z0, Z0, Z0
-	VPXORD Z4, Z4, Z4
 	VPXORD Z1, Z1, Z1
+	VPXORD Z2, Z2, Z2
+	VPXORD Z3, Z3, Z3
+	VPXORD Z4, Z4, Z4
 	VPXORD Z5, Z5, Z5
+	VPXORD Z6, Z6, Z6
+	VPXORD Z7, Z7, Z7
 	MOVQ prep0+8(FP), DX
 	MOVQ prep1+16(FP), SI
 	MOVQ AX, DI
 	MOVQ BX, R8
+	LEAQ (BX)(R15*1), R11
 	MOVQ np+0(FP), CX
-	CMPQ R9, $2
-	JLT b2single
-b2twopair:
+b4pair:
 	LOADW2B
-	ROW2B((DI), (R8), (R8)(R15*1), Z14, Z15, Z16, Z17, Z18, Z19, Z0, Z4)
-	LEAQ (R8)(R11*1), R14
-	ROW2B((DI)(R10*1), (R14), (R14)(R15*1), Z20, Z21, Z22, Z23, Z24, Z25, Z1, Z5)
+	ROW2B((DI), (R8), (R11), Z14, Z15, Z16, Z17, Z18, Z19, Z0, Z4)
+	ROW2B((DI)(R10*1), (R8)(R10*1), (R11)(R10*1), Z20, Z21, Z22, Z23, Z24, Z25, Z1, Z5)
+	ROW2B((DI)(R10*2), (R8)(R10*2), (R11)(R10*2), Z14, Z15, Z16, Z17, Z18, Z19, Z2, Z6)
+	ROW2B((DI)(R14*1), (R8)(R14*1), (R11)(R14*1), Z20, Z21, Z22, Z23, Z24, Z25, Z3, Z7)
 	ADDQ $256, DX
 	ADDQ $256, SI
 	ADDQ $64, DI
 	ADDQ $64, R8
+	ADDQ $64, R11
 	DECQ CX
-	JNZ b2twopair
+	JNZ b4pair
 	HSUM(Z0, Y0, X0)
-	HSUM(Z4, Y4, X4)
 	HSUM(Z1, Y1, X1)
+	HSUM(Z2, Y2, X2)
+	HSUM(Z3, Y3, X3)
+	HSUM(Z4, Y4, X4)
 	HSUM(Z5, Y5, X5)
+	HSUM(Z6, Y6, X6)
+	HSUM(Z7, Y7, X7)
 	VMOVSS X0, (R12)
 	VMOVSS X4, 4(R12)
 	ADDQ R13, R12
 	VMOVSS X1, (R12)
 	VMOVSS X5, 4(R12)
 	ADDQ R13, R12
-	LEAQ (AX)(R10*2), AX
-	LEAQ (BX)(R11*2), BX
-	SUBQ $2, R9
-	JMP b2one
-b2single:
+	VMOVSS X2, (R12)
+	VMOVSS X6, 4(R12)
+	ADDQ R13, R12
+	VMOVSS X3, (R12)
+	VMOVSS X7, 4(R12)
+	ADDQ R13, R12
+	LEAQ (AX)(R10*4), AX
+	LEAQ (BX)(R10*4), BX
+	SUBQ $4, R9
+	JMP b4four
+b4one:
+	TESTQ R9, R9
+	JZ b4done
+	VPXORD Z0, Z0, Z0
+	VPXORD Z4, Z4, Z4
+	MOVQ prep0+8(FP), DX
+	MOVQ prep1+16(FP), SI
+	MOVQ AX, DI
+	MOVQ BX, R8
+	LEAQ (BX)(R15*1), R11
+	MOVQ np+0(FP), CX
+b1pair:
 	LOADW2B
-	ROW2B((DI), (R8), (R8)(R15*1), Z14, Z15, Z16, Z17, Z18, Z19, Z0, Z4)
+	ROW2B((DI), (R8), (R11), Z14, Z15, Z16, Z17, Z18, Z19, Z0, Z4)
 	ADDQ $256, DX
 	ADDQ $256, SI
 	ADDQ $64, DI
 	ADDQ $64, R8
+	ADDQ $64, R11
 	DECQ CX
-	JNZ b2single
+	JNZ b1pair
 	HSUM(Z0, Y0, X0)
 	HSUM(Z4, Y4, X4)
 	VMOVSS X0, (R12)
 	VMOVSS X4, 4(R12)
-b2done:
+	ADDQ R13, R12
+	ADDQ R10, AX
+	ADDQ R10, BX
+	DECQ R9
+	JMP b4one
+b4done:
 	VZEROUPPER
 	RET

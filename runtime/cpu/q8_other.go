@@ -23,3 +23,8 @@ func q8Rows2B(np int, prep0, prep1 []byte, q []byte, s, xm []float32, rows, qStr
 }
 
 func kPrep(dt rt.DType, w []byte, dst []byte) { kPrepGo(dt, w, dst) }
+
+func kDecodeOK(dt rt.DType) bool { return false }
+func kDecodeRows(dt rt.DType, w []byte, rowBytes int, a *kAct, out []float32) {
+	panic("no k-quant decode kernel")
+}

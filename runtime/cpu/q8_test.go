@@ -214,3 +214,41 @@ func TestKQuantKernelsAgree(t *testing.T) {
 		}
 	}
 }
+
+// TestKQuantDecodeAgrees holds the streaming k-quant decode kernels to the
+// Go preparation path they stand in for on one activation row.
+func TestKQuantDecodeAgrees(t *testing.T) {
+	rng := rand.New(rand.NewPCG(11, 12))
+	for _, dt := range []rt.DType{rt.Q4_K, rt.Q5_K, rt.Q6_K} {
+		if !kDecodeOK(dt) {
+			t.Logf("%v: no decode kernel here", dt)
+			continue
+		}
+		for _, k := range []int{256, 1024, 2304} {
+			np := k / 64
+			const rows = 5
+			rb := dt.ByteLen(k)
+			var w []byte
+			for r := range rows {
+				wr, _ := quant.Quantize(dt, randF32(rng, k, float32(r+1)/20))
+				w = append(w, wr...)
+			}
+			x := randF32(rng, k, 1)
+			x[3] = 0
+			q, s, xm := make([]byte, np*64), make([]float32, np*16), make([]float32, np*16)
+			quantizeQ8X(x, q, s)
+			blockSums(np, q, s, xm)
+			got := make([]float32, rows)
+			kDecodeRows(dt, w, rb, newKAct(q, s, xm, make([]byte, 2*np*64)), got)
+			p := make([]byte, np*kPairBytes)
+			want := make([]float32, 2)
+			for r := range rows {
+				kPrepGo(dt, w[r*rb:(r+1)*rb], p)
+				q8Rows2BGo(np, p, p, q, s, xm, 1, np*64, np*16, want, 2)
+				if !near(got[r], want[0], 1e-4) {
+					t.Errorf("%v k=%d row %d: decode %v, prepared path %v", dt, k, r, got[r], want[0])
+				}
+			}
+		}
+	}
+}

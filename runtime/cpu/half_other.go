@@ -1,0 +1,12 @@
+//go:build !amd64
+
+package cpu
+
+// halfSupported is false off amd64, so these are never called there.
+func halfRows(f16 bool, w []uint16, x []float32, rows, xStride int, out []float32, outStride int) {
+	panic("cpu: no half-precision kernel")
+}
+
+func halfDecode(f16 bool, w []uint16, k int, x []float32, out []float32) {
+	panic("cpu: no half-precision kernel")
+}

@@ -1,0 +1,47 @@
+package cpu
+
+import (
+	"math/rand/v2"
+	"testing"
+
+	rt "github.com/govllm/govllm/runtime"
+)
+
+// TestHalfMatMulAgrees holds the BF16/F16 kernels (decode and prefill) to
+// the Go path: rows widened to f32 and dotted in Go.
+func TestHalfMatMulAgrees(t *testing.T) {
+	if !hasAVX512 {
+		t.Skip("no AVX-512: only the Go path runs here")
+	}
+	rng := rand.New(rand.NewPCG(13, 14))
+	for _, dt := range []rt.DType{rt.BF16, rt.F16} {
+		for _, shape := range [][3]int{{1, 32, 3}, {1, 1024, 70}, {3, 96, 5}, {7, 1024, 33}, {70, 64, 9}} {
+			m, k, n := shape[0], shape[1], shape[2]
+			w := rt.New(dt, n, k)
+			for i, v := range randF32(rng, n*k, 0.1) {
+				if dt == rt.BF16 {
+					w.U16()[i] = rt.F32ToBF16(v)
+				} else {
+					w.U16()[i] = rt.F32ToF16(v)
+				}
+			}
+			xv := randF32(rng, m*k, 1)
+			x, _ := rt.FromF32(xv, m, k)
+			if !halfSupported(dt, k) {
+				t.Fatalf("%v k=%d: no kernel", dt, k)
+			}
+			got := rt.New(rt.F32, m, n)
+			matMul(got, x, w)
+			buf := make([]float32, k)
+			for j := range n {
+				wr := weightRow(w, j, buf)
+				for i := range m {
+					want := dotGo(xv[i*k:(i+1)*k], wr)
+					if g := got.F32()[i*n+j]; !near(g, want, 1e-4) {
+						t.Fatalf("%v %v: out[%d,%d] = %v, Go path %v", dt, shape, i, j, g, want)
+					}
+				}
+			}
+		}
+	}
+}
