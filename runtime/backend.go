@@ -30,12 +30,6 @@ func (c *check) failf(cause error, format string, args ...any) {
 	}
 }
 
-func (c *check) that(ok bool, format string, args ...any) {
-	if !ok {
-		c.failf(ErrShape, format, args...)
-	}
-}
-
 func (c *check) dtype(name string, t *Tensor, want ...DType) {
 	for _, w := range want {
 		if t.dtype == w {
@@ -139,10 +133,12 @@ func (b *Backend) Embedding(dst, table *Tensor, ids []int32) error {
 		c.contiguous("table", table)
 		c.rows("dst", dst)
 		if c.err == nil {
-			c.that(dst.shape[0] == len(ids) && dst.shape[1] == table.shape[1], "dst %v for %d ids of width %d", dst.shape, len(ids), table.shape[1])
+			if !(dst.shape[0] == len(ids) && dst.shape[1] == table.shape[1]) {
+				c.failf(ErrShape, "dst %v for %d ids of width %d", dst.shape, len(ids), table.shape[1])
+			}
 			for i, id := range ids {
 				if id < 0 || int(id) >= table.shape[0] {
-					c.that(false, "id %d at %d outside vocabulary of %d", id, i, table.shape[0])
+					c.failf(ErrShape, "id %d at %d outside vocabulary of %d", id, i, table.shape[0])
 					break
 				}
 			}
@@ -168,11 +164,15 @@ func (b *Backend) MatMul(dst, x, w *Tensor) error {
 		c.rows("x", x)
 		c.rows("dst", dst)
 		if c.err == nil {
-			c.that(x.shape[1] == w.shape[1], "x has K=%d, w has K=%d", x.shape[1], w.shape[1])
+			if x.shape[1] != w.shape[1] {
+				c.failf(ErrShape, "x has K=%d, w has K=%d", x.shape[1], w.shape[1])
+			}
 			if e, _ := w.dtype.Block(); e == 0 || w.shape[1]%e != 0 {
 				c.failf(ErrDType, "rows of %d are not whole %v blocks", w.shape[1], w.dtype)
 			}
-			c.that(dst.shape[0] == x.shape[0] && dst.shape[1] == w.shape[0], "dst %v, want [%d %d]", dst.shape, x.shape[0], w.shape[0])
+			if !(dst.shape[0] == x.shape[0] && dst.shape[1] == w.shape[0]) {
+				c.failf(ErrShape, "dst %v, want [%d %d]", dst.shape, x.shape[0], w.shape[0])
+			}
 		}
 	}
 	dt := DTypeInvalid
@@ -184,7 +184,8 @@ func (b *Backend) MatMul(dst, x, w *Tensor) error {
 
 // elementwise validates dst and srcs as F32 tensors of one shape.
 func elementwise(c *check, dst *Tensor, srcs ...*Tensor) {
-	c.f32("operands", append([]*Tensor{dst}, srcs...)...)
+	c.f32("operands", dst)
+	c.f32("operands", srcs...)
 	c.rows("dst", dst)
 	for _, s := range srcs {
 		c.rows("src", s)
@@ -210,7 +211,9 @@ func (b *Backend) rmsNorm(d Def[RMSNormKernel], dst, x, w *Tensor, eps float32) 
 		c.f32("w", w)
 		c.contiguous("w", w)
 		if c.err == nil {
-			c.that(w.Len() == x.Dim(-1), "w has %d elements for rows of %d", w.Len(), x.Dim(-1))
+			if w.Len() != x.Dim(-1) {
+				c.failf(ErrShape, "w has %d elements for rows of %d", w.Len(), x.Dim(-1))
+			}
 		}
 	}
 	return run(b, d, F32, c, ts, func(k RMSNormKernel) { k(dst, x, w, eps) })
@@ -235,7 +238,9 @@ func (b *Backend) GatedRMSNorm(dst, x, z, w *Tensor, eps float32) error {
 		c.f32("w", w)
 		c.contiguous("w", w)
 		if c.err == nil {
-			c.that(w.Len() == x.Dim(-1), "w has %d elements for rows of %d", w.Len(), x.Dim(-1))
+			if w.Len() != x.Dim(-1) {
+				c.failf(ErrShape, "w has %d elements for rows of %d", w.Len(), x.Dim(-1))
+			}
 		}
 	}
 	return run(b, GatedRMSNorm, F32, c, ts, func(k GatedRMSNormKernel) { k(dst, x, z, w, eps) })
@@ -271,8 +276,9 @@ func (b *Backend) SigmoidMul(dst, x, gate *Tensor) error {
 		c.f32("gate", gate)
 		c.rows("gate", gate)
 		if c.err == nil {
-			c.that(gate.Rows() == x.Rows() && (gate.Dim(-1) == x.Dim(-1) || gate.Dim(-1) == 1),
-				"gate %v does not match x %v", gate.shape, x.shape)
+			if !(gate.Rows() == x.Rows() && (gate.Dim(-1) == x.Dim(-1) || gate.Dim(-1) == 1)) {
+				c.failf(ErrShape, "gate %v does not match x %v", gate.shape, x.shape)
+			}
 		}
 	}
 	return run(b, SigmoidMul, F32, c, ts, func(k SigmoidMulKernel) { k(dst, x, gate) })
@@ -290,8 +296,9 @@ func (b *Backend) SplitQueryGate(q, gate, qg *Tensor) error {
 		}
 		if c.err == nil {
 			c.sameShape("q", q, "gate", gate)
-			c.that(qg.shape[0] == q.shape[0] && qg.shape[1] == q.shape[1] && qg.shape[2] == 2*q.shape[2],
-				"qg %v is not [T, H, 2·D] for q %v", qg.shape, q.shape)
+			if !(qg.shape[0] == q.shape[0] && qg.shape[1] == q.shape[1] && qg.shape[2] == 2*q.shape[2]) {
+				c.failf(ErrShape, "qg %v is not [T, H, 2·D] for q %v", qg.shape, q.shape)
+			}
 		}
 	}
 	return run(b, SplitQueryGate, F32, c, ts, func(k SplitQueryGateKernel) { k(q, gate, qg) })
@@ -299,9 +306,11 @@ func (b *Backend) SplitQueryGate(q, gate, qg *Tensor) error {
 
 func checkRoPE(c *check, x *Tensor, positions []int32, rotaryDim int) {
 	if rotaryDim < 0 || rotaryDim%2 != 0 || rotaryDim > x.Dim(-1) {
-		c.that(false, "rotary width %d for head dim %d must be even and within it", rotaryDim, x.Dim(-1))
+		c.failf(ErrShape, "rotary width %d for head dim %d must be even and within it", rotaryDim, x.Dim(-1))
 	}
-	c.that(x.shape[0] == len(positions), "%d positions for %d tokens", len(positions), x.shape[0])
+	if x.shape[0] != len(positions) {
+		c.failf(ErrShape, "%d positions for %d tokens", len(positions), x.shape[0])
+	}
 }
 
 // RoPENeoX rotates the first rotaryDim channels of each head of x [T, H, D]
@@ -333,10 +342,15 @@ func (b *Backend) AttnPreamble(q, gate, qg, k, qNorm, kNorm *Tensor, positions [
 		}
 		if c.err == nil {
 			c.sameShape("q", q, "gate", gate)
-			c.that(qg.shape[0] == q.shape[0] && qg.shape[1] == q.shape[1] && qg.shape[2] == 2*q.shape[2],
-				"qg %v is not [T, H, 2·D] for q %v", qg.shape, q.shape)
-			c.that(k.shape[0] == q.shape[0] && k.shape[2] == q.shape[2], "k %v does not match q %v", k.shape, q.shape)
-			c.that(qNorm.Len() == q.shape[2] && kNorm.Len() == q.shape[2], "norm weights of %d and %d for head dim %d", qNorm.Len(), kNorm.Len(), q.shape[2])
+			if !(qg.shape[0] == q.shape[0] && qg.shape[1] == q.shape[1] && qg.shape[2] == 2*q.shape[2]) {
+				c.failf(ErrShape, "qg %v is not [T, H, 2·D] for q %v", qg.shape, q.shape)
+			}
+			if !(k.shape[0] == q.shape[0] && k.shape[2] == q.shape[2]) {
+				c.failf(ErrShape, "k %v does not match q %v", k.shape, q.shape)
+			}
+			if !(qNorm.Len() == q.shape[2] && kNorm.Len() == q.shape[2]) {
+				c.failf(ErrShape, "norm weights of %d and %d for head dim %d", qNorm.Len(), kNorm.Len(), q.shape[2])
+			}
 			checkRoPE(c, q, positions, p.RotaryDim)
 		}
 	}
@@ -355,8 +369,12 @@ func (b *Backend) KVWrite(cache, x *Tensor, slots []int32) error {
 		c.contiguous("cache", cache)
 		c.rows("x", x)
 		if c.err == nil {
-			c.that(cache.shape[1] == x.shape[1] && cache.shape[2] == x.shape[2], "x %v does not fit cache %v", x.shape, cache.shape)
-			c.that(len(slots) == x.shape[0], "%d slots for %d rows", len(slots), x.shape[0])
+			if !(cache.shape[1] == x.shape[1] && cache.shape[2] == x.shape[2]) {
+				c.failf(ErrShape, "x %v does not fit cache %v", x.shape, cache.shape)
+			}
+			if len(slots) != x.shape[0] {
+				c.failf(ErrShape, "%d slots for %d rows", len(slots), x.shape[0])
+			}
 			checkRowIndex(c, slots, cache.shape[0])
 		}
 	}
@@ -376,16 +394,25 @@ func (b *Backend) Attention(dst, q, k, v *Tensor, seqs []AttnSeq, blockSize int,
 		if c.err == nil {
 			c.sameShape("dst", dst, "q", q)
 			c.sameShape("k", k, "v", v)
-			c.that(k.shape[2] == q.shape[2], "k head dim %d, q head dim %d", k.shape[2], q.shape[2])
-			c.that(k.shape[1] > 0 && q.shape[1]%k.shape[1] == 0, "%d query heads over %d kv heads", q.shape[1], k.shape[1])
-			c.that(blockSize > 0 && k.shape[0]%blockSize == 0, "cache of %d rows in blocks of %d", k.shape[0], blockSize)
+			if k.shape[2] != q.shape[2] {
+				c.failf(ErrShape, "k head dim %d, q head dim %d", k.shape[2], q.shape[2])
+			}
+			if !(k.shape[1] > 0 && q.shape[1]%k.shape[1] == 0) {
+				c.failf(ErrShape, "%d query heads over %d kv heads", q.shape[1], k.shape[1])
+			}
+			if !(blockSize > 0 && k.shape[0]%blockSize == 0) {
+				c.failf(ErrShape, "cache of %d rows in blocks of %d", k.shape[0], blockSize)
+			}
 			for i, s := range seqs {
 				if c.err != nil {
 					break
 				}
-				c.that(s.Row >= 0 && s.Len >= 0 && s.Row+s.Len <= q.shape[0] && s.Start >= 0,
-					"sequence %d: rows %d..%d of %d", i, s.Row, s.Row+s.Len, q.shape[0])
-				c.that(len(s.Blocks)*blockSize >= s.Start+s.Len, "sequence %d: %d blocks for %d positions", i, len(s.Blocks), s.Start+s.Len)
+				if !(s.Row >= 0 && s.Len >= 0 && s.Row+s.Len <= q.shape[0] && s.Start >= 0) {
+					c.failf(ErrShape, "sequence %d: rows %d..%d of %d", i, s.Row, s.Row+s.Len, q.shape[0])
+				}
+				if len(s.Blocks)*blockSize < s.Start+s.Len {
+					c.failf(ErrShape, "sequence %d: %d blocks for %d positions", i, len(s.Blocks), s.Start+s.Len)
+				}
 				checkRowIndex(c, s.Blocks, k.shape[0]/max(blockSize, 1))
 			}
 		}
@@ -409,8 +436,12 @@ func (b *Backend) Conv1dCausal(dst, x, w, state *Tensor) error {
 		c.rows("dst", dst)
 		if c.err == nil {
 			c.sameShape("dst", dst, "x", x)
-			c.that(w.shape[0] == x.shape[1] && w.shape[1] >= 1, "w %v for %d channels", w.shape, x.shape[1])
-			c.that(state.shape[0] == w.shape[1]-1 && state.shape[1] == x.shape[1], "state %v, want [%d %d]", state.shape, w.shape[1]-1, x.shape[1])
+			if !(w.shape[0] == x.shape[1] && w.shape[1] >= 1) {
+				c.failf(ErrShape, "w %v for %d channels", w.shape, x.shape[1])
+			}
+			if !(state.shape[0] == w.shape[1]-1 && state.shape[1] == x.shape[1]) {
+				c.failf(ErrShape, "state %v, want [%d %d]", state.shape, w.shape[1]-1, x.shape[1])
+			}
 		}
 	}
 	return run(b, Conv1dCausal, F32, c, ts, func(k Conv1dKernel) { k(dst, x, w, state) })
@@ -442,7 +473,9 @@ func (b *Backend) GDNGating(g, beta, a, bIn, aLog, dtBias *Tensor) error {
 			c.sameShape("g", g, "a", a)
 			c.sameShape("beta", beta, "b", bIn)
 			c.sameShape("a", a, "b", bIn)
-			c.that(aLog.Len() == a.shape[1] && dtBias.Len() == a.shape[1], "A_log %v and dt_bias %v for %d heads", aLog.shape, dtBias.shape, a.shape[1])
+			if !(aLog.Len() == a.shape[1] && dtBias.Len() == a.shape[1]) {
+				c.failf(ErrShape, "A_log %v and dt_bias %v for %d heads", aLog.shape, dtBias.shape, a.shape[1])
+			}
 		}
 	}
 	return run(b, GDNGating, F32, c, ts, func(k GDNGatingKernel) { k(g, beta, a, bIn, aLog, dtBias) })
@@ -466,10 +499,18 @@ func checkDeltaRule(c *check, out, q, k, v, g, beta, state *Tensor) {
 	hv, dv := v.shape[1], v.shape[2]
 	c.sameShape("q", q, "k", k)
 	c.sameShape("out", out, "v", v)
-	c.that(v.shape[0] == T && g.shape[0] == T && beta.shape[0] == T, "sequence lengths differ")
-	c.that(hk > 0 && hv%hk == 0, "%d value heads over %d key heads", hv, hk)
-	c.that(g.shape[1] == hv && beta.shape[1] == hv, "g %v and beta %v for %d value heads", g.shape, beta.shape, hv)
-	c.that(state.shape[0] == hv && state.shape[1] == dk && state.shape[2] == dv, "state %v, want [%d %d %d]", state.shape, hv, dk, dv)
+	if !(v.shape[0] == T && g.shape[0] == T && beta.shape[0] == T) {
+		c.failf(ErrShape, "sequence lengths differ")
+	}
+	if !(hk > 0 && hv%hk == 0) {
+		c.failf(ErrShape, "%d value heads over %d key heads", hv, hk)
+	}
+	if !(g.shape[1] == hv && beta.shape[1] == hv) {
+		c.failf(ErrShape, "g %v and beta %v for %d value heads", g.shape, beta.shape, hv)
+	}
+	if !(state.shape[0] == hv && state.shape[1] == dk && state.shape[2] == dv) {
+		c.failf(ErrShape, "state %v, want [%d %d %d]", state.shape, hv, dk, dv)
+	}
 }
 
 // DeltaRuleChunked runs the gated delta rule over a sequence in chunks.
@@ -478,7 +519,9 @@ func (b *Backend) DeltaRuleChunked(out, q, k, v, g, beta, state *Tensor, p Delta
 	ts := []*Tensor{out, q, k, v, g, beta, state}
 	if nonNil(ts...) {
 		checkDeltaRule(c, out, q, k, v, g, beta, state)
-		c.that(p.Chunk > 0, "chunk length %d", p.Chunk)
+		if p.Chunk <= 0 {
+			c.failf(ErrShape, "chunk length %d", p.Chunk)
+		}
 	}
 	return run(b, DeltaRuleChunked, F32, c, ts, func(kern DeltaRuleChunkedKernel) { kern(out, q, k, v, g, beta, state, p) })
 }
@@ -503,8 +546,12 @@ func (b *Backend) RouterTopK(ids []int32, weights []float32, logits *Tensor, k i
 		c.rank("logits", logits, 2)
 		c.rows("logits", logits)
 		if c.err == nil {
-			c.that(k >= 1 && k <= logits.shape[1], "top-%d of %d experts", k, logits.shape[1])
-			c.that(len(ids) == logits.shape[0]*k && len(weights) == len(ids), "%d ids and %d weights for %d rows of top-%d", len(ids), len(weights), logits.shape[0], k)
+			if !(k >= 1 && k <= logits.shape[1]) {
+				c.failf(ErrShape, "top-%d of %d experts", k, logits.shape[1])
+			}
+			if !(len(ids) == logits.shape[0]*k && len(weights) == len(ids)) {
+				c.failf(ErrShape, "%d ids and %d weights for %d rows of top-%d", len(ids), len(weights), logits.shape[0], k)
+			}
 		}
 	}
 	return run(b, RouterTopK, F32, c, ts, func(kern RouterTopKKernel) { kern(ids, weights, logits, k) })
@@ -521,7 +568,9 @@ func (b *Backend) GatherRows(dst, x *Tensor, rows []int32) error {
 		c.rows("dst", dst)
 		c.rows("x", x)
 		if c.err == nil {
-			c.that(dst.shape[0] == len(rows) && dst.shape[1] == x.shape[1], "dst %v for %d rows of %d", dst.shape, len(rows), x.shape[1])
+			if !(dst.shape[0] == len(rows) && dst.shape[1] == x.shape[1]) {
+				c.failf(ErrShape, "dst %v for %d rows of %d", dst.shape, len(rows), x.shape[1])
+			}
 			checkRowIndex(c, rows, x.shape[0])
 		}
 	}
@@ -539,8 +588,9 @@ func (b *Backend) MoEScatterAdd(dst, src *Tensor, rows []int32, weights []float3
 		c.rows("dst", dst)
 		c.rows("src", src)
 		if c.err == nil {
-			c.that(src.shape[0] == len(rows) && len(weights) == len(rows) && src.shape[1] == dst.shape[1],
-				"src %v with %d rows and %d weights into dst %v", src.shape, len(rows), len(weights), dst.shape)
+			if !(src.shape[0] == len(rows) && len(weights) == len(rows) && src.shape[1] == dst.shape[1]) {
+				c.failf(ErrShape, "src %v with %d rows and %d weights into dst %v", src.shape, len(rows), len(weights), dst.shape)
+			}
 			checkRowIndex(c, rows, dst.shape[0])
 		}
 	}
@@ -550,7 +600,7 @@ func (b *Backend) MoEScatterAdd(dst, src *Tensor, rows []int32, weights []float3
 func checkRowIndex(c *check, rows []int32, n int) {
 	for i, r := range rows {
 		if r < 0 || int(r) >= n {
-			c.that(false, "row index %d at %d outside %d rows", r, i, n)
+			c.failf(ErrShape, "row index %d at %d outside %d rows", r, i, n)
 			return
 		}
 	}

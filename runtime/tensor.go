@@ -9,19 +9,51 @@ import (
 // elements; a view shares its parent's buffer.
 type Tensor struct {
 	dtype   DType
-	shape   []int
-	strides []int
-	offset  int // elements from the start of data
+	shape   []int // in dims and strd below up to maxRank, so a view
+	strides []int // allocates nothing beyond its Tensor
+	offset  int   // elements from the start of data
 	data    []byte
+	dims    [maxRank]int
+	strd    [maxRank]int
+}
+
+const maxRank = 4
+
+// init sets the dtype, data, shape and strides (copied; contiguous where
+// strides is nil).
+func (t *Tensor) init(dt DType, data []byte, offset int, shape, strides []int) {
+	t.dtype, t.data, t.offset = dt, data, offset
+	r := len(shape)
+	if r <= maxRank {
+		t.shape, t.strides = t.dims[:r:r], t.strd[:r:r]
+	} else {
+		t.shape, t.strides = make([]int, r), make([]int, r)
+	}
+	copy(t.shape, shape)
+	if strides != nil {
+		copy(t.strides, strides)
+		return
+	}
+	st := 1
+	for i := r - 1; i >= 0; i-- {
+		t.strides[i] = st
+		st *= shape[i]
+	}
 }
 
 // New allocates a zeroed, contiguous tensor.
 func New(dt DType, shape ...int) *Tensor {
 	n := dt.ByteLen(numel(shape))
-	// Allocate as float32 words so that F32 data is 4-byte aligned.
+	t := &Tensor{}
+	t.init(dt, wordBytes(n), 0, shape, nil)
+	return t
+}
+
+// wordBytes allocates n zeroed bytes as float32 words, so that F32 data is
+// 4-byte aligned.
+func wordBytes(n int) []byte {
 	words := make([]float32, (n+3)/4)
-	buf := unsafe.Slice((*byte)(unsafe.Pointer(unsafe.SliceData(words))), len(words)*4)
-	return &Tensor{dtype: dt, shape: clone(shape), strides: contiguousStrides(shape), data: buf[:n]}
+	return unsafe.Slice((*byte)(unsafe.Pointer(unsafe.SliceData(words))), len(words)*4)[:n]
 }
 
 // FromF32 wraps data (not copied) as a contiguous F32 tensor.
@@ -30,7 +62,9 @@ func FromF32(data []float32, shape ...int) (*Tensor, error) {
 		return nil, fmt.Errorf("runtime: %d floats do not fill shape %v", len(data), shape)
 	}
 	buf := unsafe.Slice((*byte)(unsafe.Pointer(unsafe.SliceData(data))), len(data)*4)
-	return &Tensor{dtype: F32, shape: clone(shape), strides: contiguousStrides(shape), data: buf}, nil
+	t := &Tensor{}
+	t.init(F32, buf, 0, shape, nil)
+	return t, nil
 }
 
 // FromBytes wraps data (not copied, e.g. a memory-mapped weight) as a
@@ -42,7 +76,9 @@ func FromBytes(dt DType, data []byte, shape ...int) (*Tensor, error) {
 	if want := dt.ByteLen(numel(shape)); want != len(data) {
 		return nil, fmt.Errorf("runtime: %w: %d bytes for %v %v, want %d", ErrShape, len(data), dt, shape, want)
 	}
-	return &Tensor{dtype: dt, shape: clone(shape), strides: contiguousStrides(shape), data: data}, nil
+	t := &Tensor{}
+	t.init(dt, data, 0, shape, nil)
+	return t, nil
 }
 
 func (t *Tensor) DType() DType   { return t.dtype }
@@ -127,13 +163,17 @@ func (t *Tensor) Bytes() []byte { return t.data[t.dtype.ByteLen(t.offset):] }
 
 // Slice is the view of elements [start, end) along dim.
 func (t *Tensor) Slice(dim, start, end int) (*Tensor, error) {
+	v := &Tensor{}
+	return v, t.sliceInto(v, dim, start, end)
+}
+
+func (t *Tensor) sliceInto(v *Tensor, dim, start, end int) error {
 	if dim < 0 || dim >= len(t.shape) || start < 0 || end > t.shape[dim] || start > end {
-		return nil, fmt.Errorf("runtime: %w: slice [%d:%d] of dim %d of shape %v", ErrShape, start, end, dim, t.shape)
+		return fmt.Errorf("runtime: %w: slice [%d:%d] of dim %d of shape %v", ErrShape, start, end, dim, t.shape)
 	}
-	v := t.view()
-	v.offset += start * t.strides[dim]
+	v.init(t.dtype, t.data, t.offset+start*t.strides[dim], t.shape, t.strides)
 	v.shape[dim] = end - start
-	return v, nil
+	return nil
 }
 
 // Index is the view of element i along dimension 0, one rank lower.
@@ -141,23 +181,28 @@ func (t *Tensor) Index(i int) (*Tensor, error) {
 	if len(t.shape) == 0 || i < 0 || i >= t.shape[0] {
 		return nil, fmt.Errorf("runtime: %w: index %d of shape %v", ErrShape, i, t.shape)
 	}
-	v := t.view()
-	v.offset += i * t.strides[0]
-	v.shape, v.strides = v.shape[1:], v.strides[1:]
+	v := &Tensor{}
+	v.init(t.dtype, t.data, t.offset+i*t.strides[0], t.shape[1:], t.strides[1:])
 	return v, nil
 }
 
 // Reshape is a view with a new shape. Splitting or merging dimensions is
 // allowed where the strides permit it; one dimension may be -1.
 func (t *Tensor) Reshape(shape ...int) (*Tensor, error) {
-	shape = clone(shape)
+	v := &Tensor{}
+	return v, t.reshapeInto(v, shape)
+}
+
+func (t *Tensor) reshapeInto(v *Tensor, shape []int) error {
+	var sb, stb [maxRank]int
+	shape = append(sb[:0], shape...)
 	infer, known := -1, 1
 	for i, d := range shape {
 		switch {
 		case d == -1 && infer < 0:
 			infer = i
 		case d < 0:
-			return nil, fmt.Errorf("runtime: %w: reshape %v to %v", ErrShape, t.shape, shape)
+			return fmt.Errorf("runtime: %w: reshape %v to %v", ErrShape, t.shape, clone(shape))
 		default:
 			known *= d
 		}
@@ -166,15 +211,14 @@ func (t *Tensor) Reshape(shape ...int) (*Tensor, error) {
 		shape[infer] = t.Len() / known
 	}
 	if numel(shape) != t.Len() {
-		return nil, fmt.Errorf("runtime: %w: reshape %v to %v", ErrShape, t.shape, shape)
+		return fmt.Errorf("runtime: %w: reshape %v to %v", ErrShape, t.shape, clone(shape))
 	}
-	strides, ok := reshapeStrides(t.shape, t.strides, shape)
-	if !ok {
-		return nil, fmt.Errorf("runtime: %w: reshape of a non-contiguous %v (strides %v) to %v", ErrContiguity, t.shape, t.strides, shape)
+	strides := append(stb[:0], shape...)
+	if !reshapeStrides(t.shape, t.strides, shape, strides) {
+		return fmt.Errorf("runtime: %w: reshape of a non-contiguous %v (strides %v) to %v", ErrContiguity, t.shape, t.strides, clone(shape))
 	}
-	v := t.view()
-	v.shape, v.strides = shape, strides
-	return v, nil
+	v.init(t.dtype, t.data, t.offset, shape, strides)
+	return nil
 }
 
 // MustReshape is Reshape for shapes the caller has already validated.
@@ -190,14 +234,10 @@ func (t *Tensor) String() string {
 	return fmt.Sprintf("%v%v", t.dtype, t.shape)
 }
 
-func (t *Tensor) view() *Tensor {
-	return &Tensor{dtype: t.dtype, shape: clone(t.shape), strides: clone(t.strides), offset: t.offset, data: t.data}
-}
-
 // reshapeStrides computes strides for newShape over a tensor (old, strides)
-// whose dimension groups can be merged or split without copying.
-func reshapeStrides(old, strides, newShape []int) ([]int, bool) {
-	out := make([]int, len(newShape))
+// whose dimension groups can be merged or split without copying, into out
+// (len(newShape)).
+func reshapeStrides(old, strides, newShape, out []int) bool {
 	oi, ni := 0, 0
 	for oi < len(old) || ni < len(newShape) {
 		// Skip size-1 dims, which carry no stride constraint.
@@ -211,7 +251,7 @@ func reshapeStrides(old, strides, newShape []int) ([]int, bool) {
 			continue
 		}
 		if oi >= len(old) || ni >= len(newShape) {
-			return nil, false
+			return false
 		}
 		// Grow a group of old dims and new dims with equal element counts.
 		oj, nj := oi+1, ni+1
@@ -219,13 +259,13 @@ func reshapeStrides(old, strides, newShape []int) ([]int, bool) {
 		for op != np {
 			if op < np {
 				if oj >= len(old) {
-					return nil, false
+					return false
 				}
 				op *= old[oj]
 				oj++
 			} else {
 				if nj >= len(newShape) {
-					return nil, false
+					return false
 				}
 				np *= newShape[nj]
 				nj++
@@ -238,7 +278,7 @@ func reshapeStrides(old, strides, newShape []int) ([]int, bool) {
 				continue
 			}
 			if last >= 0 && strides[last] != strides[k]*old[k] {
-				return nil, false
+				return false
 			}
 			last = k
 		}
@@ -249,7 +289,7 @@ func reshapeStrides(old, strides, newShape []int) ([]int, bool) {
 		}
 		oi, ni = oj, nj
 	}
-	return out, true
+	return true
 }
 
 func numel(shape []int) int {
@@ -258,16 +298,6 @@ func numel(shape []int) int {
 		n *= d
 	}
 	return n
-}
-
-func contiguousStrides(shape []int) []int {
-	s := make([]int, len(shape))
-	st := 1
-	for i := len(shape) - 1; i >= 0; i-- {
-		s[i] = st
-		st *= shape[i]
-	}
-	return s
 }
 
 func clone(s []int) []int { return append([]int(nil), s...) }

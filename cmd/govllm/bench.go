@@ -235,11 +235,14 @@ func (b *bencher) run(nPrompt, nGen, conc int) (benchResult, error) {
 				return r, err
 			}
 			tok := make([][]int32, conc)
+			for i := range tok {
+				tok[i] = make([]int32, 1)
+			}
 			goruntime.ReadMemStats(&ms0)
 			start := time.Now()
 			for g := range nGen {
 				for i := range tok {
-					tok[i] = b.tokens(1)
+					tok[i][0] = int32(b.rng.IntN(b.m.Config.VocabSize))
 				}
 				if err := step(tok, nPrompt+g); err != nil {
 					return r, err

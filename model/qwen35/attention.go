@@ -29,19 +29,20 @@ func bindAttention(b *binder, prefix string, c *Config) *Attention {
 
 func (a *Attention) forward(be *rt.Backend, c *Config, out, x, kCache, vCache *rt.Tensor, b *batch, fused bool) error {
 	t, d, hq, hkv := x.Dim(0), c.HeadDim, c.NumHeads, c.NumKVHeads
-	qg := rt.New(rt.F32, t, hq, 2*d)
-	k := rt.New(rt.F32, t, hkv, d)
-	v := rt.New(rt.F32, t, hkv, d)
-	if err := be.MatMul(qg.MustReshape(t, hq*2*d), x, a.QProj); err != nil {
+	ar := b.arena
+	qg := ar.New(rt.F32, t, hq, 2*d)
+	k := ar.New(rt.F32, t, hkv, d)
+	v := ar.New(rt.F32, t, hkv, d)
+	if err := be.MatMul(ar.Reshape(qg, t, hq*2*d), x, a.QProj); err != nil {
 		return err
 	}
-	if err := be.MatMul(k.MustReshape(t, hkv*d), x, a.KProj); err != nil {
+	if err := be.MatMul(ar.Reshape(k, t, hkv*d), x, a.KProj); err != nil {
 		return err
 	}
-	if err := be.MatMul(v.MustReshape(t, hkv*d), x, a.VProj); err != nil {
+	if err := be.MatMul(ar.Reshape(v, t, hkv*d), x, a.VProj); err != nil {
 		return err
 	}
-	q, gate := rt.New(rt.F32, t, hq, d), rt.New(rt.F32, t, hq, d)
+	q, gate := ar.New(rt.F32, t, hq, d), ar.New(rt.F32, t, hq, d)
 	if fused {
 		p := rt.PreambleParams{RotaryDim: c.RotaryDim, Theta: c.RopeTheta, Eps: c.RMSNormEps}
 		if err := be.AttnPreamble(q, gate, qg, k, a.QNorm, a.KNorm, b.positions, p); err != nil {
@@ -56,14 +57,14 @@ func (a *Attention) forward(be *rt.Backend, c *Config, out, x, kCache, vCache *r
 	if err := be.KVWrite(vCache, v, b.kvSlots); err != nil {
 		return err
 	}
-	o := rt.New(rt.F32, t, hq, d)
+	o := ar.New(rt.F32, t, hq, d)
 	if err := be.Attention(o, q, kCache, vCache, b.attn, b.blockSize, float32(1/math.Sqrt(float64(d)))); err != nil {
 		return err
 	}
 	if err := be.SigmoidMul(o, o, gate); err != nil {
 		return err
 	}
-	return be.MatMul(out, o.MustReshape(t, hq*d), a.OProj)
+	return be.MatMul(out, ar.Reshape(o, t, hq*d), a.OProj)
 }
 
 // composite is the unfused preamble: the chain AttnPreamble replaces.

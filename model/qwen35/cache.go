@@ -14,6 +14,10 @@ type Cache struct {
 
 	k, v      []*rt.Tensor // per attention layer: [NumBlocks·BlockSize, Hkv, D]
 	conv, rec []*rt.Tensor // per DeltaNet layer: [NumSlots, K-1, C], [NumSlots, Hv, Dk, Dv]
+
+	// A forward step's batch and tensors, reused by the next step.
+	step  batch
+	arena rt.Arena
 }
 
 // CacheSizes are the bytes one KV block and one state slot take.

@@ -38,48 +38,47 @@ func (n *DeltaNet) forward(be *rt.Backend, c *Config, out, x *rt.Tensor, cache *
 	t := x.Dim(0)
 	hk, hv, dk, dv := c.LinKeyHeads, c.LinValueHeads, c.LinKeyDim, c.LinValueDim
 	kd, vd := hk*dk, hv*dv
-	qkv := rt.New(rt.F32, t, 2*kd+vd)
-	z := rt.New(rt.F32, t, vd)
-	bIn, aIn := rt.New(rt.F32, t, hv), rt.New(rt.F32, t, hv)
-	for _, mm := range []struct{ dst, w *rt.Tensor }{{qkv, n.InQKV}, {z, n.InZ}, {bIn, n.InB}, {aIn, n.InA}} {
+	ar := b.arena
+	qkv := ar.New(rt.F32, t, 2*kd+vd)
+	z := ar.New(rt.F32, t, vd)
+	bIn, aIn := ar.New(rt.F32, t, hv), ar.New(rt.F32, t, hv)
+	for _, mm := range [...]struct{ dst, w *rt.Tensor }{{qkv, n.InQKV}, {z, n.InZ}, {bIn, n.InB}, {aIn, n.InA}} {
 		if err := be.MatMul(mm.dst, x, mm.w); err != nil {
 			return err
 		}
 	}
-	mixed := rt.New(rt.F32, t, 2*kd+vd)
+	mixed := ar.New(rt.F32, t, 2*kd+vd)
 	for si, s := range b.seqs { // the conv carries state per sequence
-		conv, _ := cache.slot(layer, s.Slot)
 		r0, r1 := b.rows[si], b.rows[si]+len(s.Tokens)
-		dst, _ := mixed.Slice(0, r0, r1)
-		src, _ := qkv.Slice(0, r0, r1)
-		if err := be.Conv1dCausal(dst, src, n.Conv, conv); err != nil {
+		conv := ar.Index(cache.conv[layer], s.Slot)
+		if err := be.Conv1dCausal(ar.Slice(mixed, 0, r0, r1), ar.Slice(qkv, 0, r0, r1), n.Conv, conv); err != nil {
 			return err
 		}
 	}
 	if err := be.SiLU(mixed, mixed); err != nil {
 		return err
 	}
-	qView, _ := mixed.Slice(1, 0, kd)
-	kView, _ := mixed.Slice(1, kd, 2*kd)
-	vView, _ := mixed.Slice(1, 2*kd, 2*kd+vd)
-	q, k := rt.New(rt.F32, t, hk, dk), rt.New(rt.F32, t, hk, dk)
-	if err := be.L2Norm(q, qView.MustReshape(t, hk, dk), 1e-6); err != nil {
+	qView := ar.Slice(mixed, 1, 0, kd)
+	kView := ar.Slice(mixed, 1, kd, 2*kd)
+	vView := ar.Slice(mixed, 1, 2*kd, 2*kd+vd)
+	q, k := ar.New(rt.F32, t, hk, dk), ar.New(rt.F32, t, hk, dk)
+	if err := be.L2Norm(q, ar.Reshape(qView, t, hk, dk), 1e-6); err != nil {
 		return err
 	}
-	if err := be.L2Norm(k, kView.MustReshape(t, hk, dk), 1e-6); err != nil {
+	if err := be.L2Norm(k, ar.Reshape(kView, t, hk, dk), 1e-6); err != nil {
 		return err
 	}
-	g, beta := rt.New(rt.F32, t, hv), rt.New(rt.F32, t, hv)
+	g, beta := ar.New(rt.F32, t, hv), ar.New(rt.F32, t, hv)
 	if err := be.GDNGating(g, beta, aIn, bIn, n.ALog, n.DtBias); err != nil {
 		return err
 	}
-	core := rt.New(rt.F32, t, hv, dv)
-	v := vView.MustReshape(t, hv, dv)
+	core := ar.New(rt.F32, t, hv, dv)
+	v := ar.Reshape(vView, t, hv, dv)
 	params := rt.DeltaRuleParams{Chunk: chunkLen, TiledHeads: c.TiledVHeads}
 	for si, s := range b.seqs {
-		_, rec := cache.slot(layer, s.Slot)
+		rec := ar.Index(cache.rec[layer], s.Slot)
 		r0, r1 := b.rows[si], b.rows[si]+len(s.Tokens)
-		rows := func(x *rt.Tensor) *rt.Tensor { v, _ := x.Slice(0, r0, r1); return v }
+		rows := func(x *rt.Tensor) *rt.Tensor { return ar.Slice(x, 0, r0, r1) }
 		var err error
 		if r1-r0 == 1 {
 			err = be.DeltaRuleRecurrent(rows(core), rows(q), rows(k), rows(v), rows(g), rows(beta), rec, params)
@@ -90,8 +89,8 @@ func (n *DeltaNet) forward(be *rt.Backend, c *Config, out, x *rt.Tensor, cache *
 			return err
 		}
 	}
-	if err := be.GatedRMSNorm(core, core, z.MustReshape(t, hv, dv), n.Norm, c.RMSNormEps); err != nil {
+	if err := be.GatedRMSNorm(core, core, ar.Reshape(z, t, hv, dv), n.Norm, c.RMSNormEps); err != nil {
 		return err
 	}
-	return be.MatMul(out, core.MustReshape(t, vd), n.OutProj)
+	return be.MatMul(out, ar.Reshape(core, t, vd), n.OutProj)
 }

@@ -16,9 +16,9 @@ func bindMLP(b *binder, prefix string, hidden, inter int) *MLP {
 }
 
 // forward writes the block's output for x [T, H] into out [T, H].
-func (m *MLP) forward(be *rt.Backend, out, x *rt.Tensor) error {
+func (m *MLP) forward(be *rt.Backend, ar *rt.Arena, out, x *rt.Tensor) error {
 	t, inter := x.Dim(0), m.Gate.Dim(0)
-	gate, up := rt.New(rt.F32, t, inter), rt.New(rt.F32, t, inter)
+	gate, up := ar.New(rt.F32, t, inter), ar.New(rt.F32, t, inter)
 	if err := be.MatMul(gate, x, m.Gate); err != nil {
 		return err
 	}

@@ -256,13 +256,22 @@ type batch struct {
 	attn      []rt.AttnSeq // per sequence
 	logitRows []int32      // rows that get logits
 	blockSize int
+
+	ids   []int32   // the tokens of all rows
+	arena *rt.Arena // the step's tensors
+	moe   moeScratch
 }
 
 func (m *Model) plan(c *Cache, seqs []Seq) (*batch, error) {
 	if len(seqs) == 0 {
 		return nil, fmt.Errorf("qwen35: %w: an empty batch", ErrInput)
 	}
-	b := &batch{seqs: seqs, blockSize: c.BlockSize}
+	// The batch and its tensors are the cache's, reused step after step.
+	b := &c.step
+	*b = batch{seqs: seqs, blockSize: c.BlockSize, arena: &c.arena, moe: b.moe,
+		rows: b.rows[:0], positions: b.positions[:0], kvSlots: b.kvSlots[:0],
+		attn: b.attn[:0], logitRows: b.logitRows[:0], ids: b.ids[:0]}
+	b.arena.Reset()
 	row := 0
 	for si, s := range seqs {
 		if len(s.Tokens) == 0 {
@@ -286,6 +295,7 @@ func (m *Model) plan(c *Cache, seqs []Seq) (*batch, error) {
 			return nil, fmt.Errorf("qwen35: %w: sequence %d: state slot %d outside %d slots", ErrInput, si, s.Slot, c.NumSlots)
 		}
 		b.rows = append(b.rows, row)
+		b.ids = append(b.ids, s.Tokens...)
 		b.attn = append(b.attn, rt.AttnSeq{Row: row, Len: len(s.Tokens), Start: s.Start, Blocks: s.Blocks})
 		for i := range s.Tokens {
 			p := s.Start + i
@@ -307,30 +317,30 @@ func (m *Model) plan(c *Cache, seqs []Seq) (*batch, error) {
 
 // ForwardBatch runs one step over several sequences, their tokens
 // concatenated without padding, and returns the logits of the rows their
-// LogitsMode asks for, in order: [rows, vocab], or nil if none.
+// LogitsMode asks for, in order: [rows, vocab], or nil if none. The logits
+// live in c's step buffers: they are valid until the next ForwardBatch on c
+// (a decode step that repeats the shapes of the last allocates nothing).
 func (m *Model) ForwardBatch(c *Cache, seqs []Seq, fo ForwardOptions) (*rt.Tensor, error) {
 	b, err := m.plan(c, seqs)
 	if err != nil {
 		return nil, err
 	}
-	cfg := m.Config
+	cfg, ar := m.Config, b.arena
 	n, h := len(b.positions), cfg.HiddenSize
-	ids := make([]int32, 0, n)
-	for _, s := range seqs {
-		ids = append(ids, s.Tokens...)
-	}
-	x := rt.New(rt.F32, n, h)
-	if err := m.be.Embedding(x, m.Embed, ids); err != nil {
+	x := ar.New(rt.F32, n, h)
+	if err := m.be.Embedding(x, m.Embed, b.ids); err != nil {
 		return nil, fmt.Errorf("qwen35: embedding: %w", err)
 	}
 	if fo.Hidden != nil {
 		fo.Hidden(0, x)
 	}
-	normed, mixed := rt.New(rt.F32, n, h), rt.New(rt.F32, n, h)
+	normed, mixed := ar.New(rt.F32, n, h), ar.New(rt.F32, n, h)
 	for i := range m.Layers {
+		mark := ar.Mark() // a layer's intermediates are the next one's buffers
 		if err := m.layer(i, c, b, x, normed, mixed); err != nil {
 			return nil, fmt.Errorf("qwen35: layer %d (%s): %w", i, m.Layers[i].Kind, err)
 		}
+		ar.Release(mark)
 		if fo.Hidden != nil && i < len(m.Layers)-1 {
 			fo.Hidden(i+1, x)
 		}
@@ -346,12 +356,12 @@ func (m *Model) ForwardBatch(c *Cache, seqs []Seq, fo ForwardOptions) (*rt.Tenso
 	}
 	last := normed
 	if len(b.logitRows) < n {
-		last = rt.New(rt.F32, len(b.logitRows), h)
+		last = ar.New(rt.F32, len(b.logitRows), h)
 		if err := m.be.GatherRows(last, normed, b.logitRows); err != nil {
 			return nil, fmt.Errorf("qwen35: lm_head rows: %w", err)
 		}
 	}
-	logits := rt.New(rt.F32, len(b.logitRows), cfg.VocabSize)
+	logits := ar.New(rt.F32, len(b.logitRows), cfg.VocabSize)
 	if err := m.be.MatMul(logits, last, m.LMHead); err != nil {
 		return nil, fmt.Errorf("qwen35: lm_head: %w", err)
 	}
@@ -380,9 +390,9 @@ func (m *Model) layer(i int, c *Cache, b *batch, x, normed, out *rt.Tensor) erro
 		return err
 	}
 	if l.MoE != nil {
-		err = l.MoE.forward(be, out, normed)
+		err = l.MoE.forward(be, b, out, normed)
 	} else {
-		err = l.MLP.forward(be, out, normed)
+		err = l.MLP.forward(be, b.arena, out, normed)
 	}
 	if err != nil {
 		return err
@@ -423,5 +433,8 @@ func (m *Model) Forward(st *State, ids []int32, fo ForwardOptions) (*rt.Tensor, 
 		return nil, err
 	}
 	st.Pos += len(ids)
-	return logits, nil
+	// A copy: the caller may keep the logits of several steps.
+	out := rt.New(rt.F32, logits.Shape()...)
+	copy(out.F32(), logits.F32()[:logits.Len()])
+	return out, nil
 }

@@ -45,18 +45,32 @@ func bindMoE(b *binder, prefix string, c *Config) *MoE {
 	return m
 }
 
-func (m *MoE) forward(be *rt.Backend, out, x *rt.Tensor) error {
+// moeScratch holds the routing of one MoE layer call, reused by the next.
+type moeScratch struct {
+	ids     []int32
+	weights []float32
+	rows    [][]int32   // per expert: the tokens routed to it
+	ws      [][]float32 // and their weights
+}
+
+func (m *MoE) forward(be *rt.Backend, b *batch, out, x *rt.Tensor) error {
 	t, h, e := x.Dim(0), x.Dim(1), len(m.Experts)
-	logits := rt.New(rt.F32, t, e)
+	ar, sc := b.arena, &b.moe
+	logits := ar.New(rt.F32, t, e)
 	if err := be.MatMul(logits, x, m.Router); err != nil {
 		return err
 	}
-	ids, weights := make([]int32, t*m.TopK), make([]float32, t*m.TopK)
+	sc.ids, sc.weights = resize(sc.ids, t*m.TopK), resize(sc.weights, t*m.TopK)
+	ids, weights := sc.ids, sc.weights
 	if err := be.RouterTopK(ids, weights, logits, m.TopK); err != nil {
 		return err
 	}
 	// Group the (token, weight) pairs by expert.
-	rows, ws := make([][]int32, e), make([][]float32, e)
+	sc.rows, sc.ws = resize(sc.rows, e), resize(sc.ws, e)
+	rows, ws := sc.rows, sc.ws
+	for id := range rows {
+		rows[id], ws[id] = rows[id][:0], ws[id][:0]
+	}
 	for i, id := range ids {
 		rows[id] = append(rows[id], int32(i/m.TopK))
 		ws[id] = append(ws[id], weights[i])
@@ -67,22 +81,24 @@ func (m *MoE) forward(be *rt.Backend, out, x *rt.Tensor) error {
 		if n == 0 {
 			continue
 		}
-		xe, ye := rt.New(rt.F32, n, h), rt.New(rt.F32, n, h)
+		mark := ar.Mark()
+		xe, ye := ar.New(rt.F32, n, h), ar.New(rt.F32, n, h)
 		if err := be.GatherRows(xe, x, rows[id]); err != nil {
 			return err
 		}
-		if err := m.Experts[id].forward(be, ye, xe); err != nil {
+		if err := m.Experts[id].forward(be, ar, ye, xe); err != nil {
 			return fmt.Errorf("expert %d: %w", id, err)
 		}
 		if err := be.MoEScatterAdd(out, ye, rows[id], ws[id]); err != nil {
 			return err
 		}
+		ar.Release(mark)
 	}
 	if m.Shared == nil {
 		return nil
 	}
-	shared, gate := rt.New(rt.F32, t, h), rt.New(rt.F32, t, 1)
-	if err := m.Shared.forward(be, shared, x); err != nil {
+	shared, gate := ar.New(rt.F32, t, h), ar.New(rt.F32, t, 1)
+	if err := m.Shared.forward(be, ar, shared, x); err != nil {
 		return fmt.Errorf("shared expert: %w", err)
 	}
 	if err := be.MatMul(gate, x, m.SharedGate); err != nil {
@@ -92,4 +108,13 @@ func (m *MoE) forward(be *rt.Backend, out, x *rt.Tensor) error {
 		return err
 	}
 	return be.Add(out, out, shared)
+}
+
+// resize returns s with length n, reusing its storage where it is large
+// enough; the elements are not cleared.
+func resize[T any](s []T, n int) []T {
+	if cap(s) < n {
+		return make([]T, n)
+	}
+	return s[:n]
 }

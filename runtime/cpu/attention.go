@@ -7,32 +7,44 @@ import (
 )
 
 func splitQueryGate(q, gate, qg *rt.Tensor) {
-	d := q.Dim(2)
-	forRows(q, func(r int) {
-		src := row(qg, r)
-		copy(row(q, r), src[:d])
-		copy(row(gate, r), src[d:])
+	eachRow(q, rowArgs{dst: q, a: gate, b: qg}, func(o *rowArgs, r int) {
+		d := o.dst.Dim(2)
+		src := row(o.b, r)
+		copy(row(o.dst, r), src[:d])
+		copy(row(o.a, r), src[d:])
 	})
 }
 
-// ropeTable returns cos and sin [T][rotaryDim/2] computed as transformers
-// does: inverse frequencies and angles in float32.
-func ropeTable(positions []int32, rotaryDim int, theta float32) (cos, sin [][]float32) {
+// ropeTable is cos and sin [T][rotaryDim/2] (flat, pooled) computed as
+// transformers does: inverse frequencies and angles in float32.
+type ropeTable struct {
+	half     int
+	cos, sin *f32Buf
+}
+
+func newRopeTable(positions []int32, rotaryDim int, theta float32) ropeTable {
 	half := rotaryDim / 2
-	inv := make([]float32, half)
-	for i := range inv {
+	tb := ropeTable{half: half, cos: getF32(len(positions) * half), sin: getF32(len(positions) * half)}
+	for i := range half {
 		e := float32(2*i) / float32(rotaryDim)
-		inv[i] = 1 / float32(math.Pow(float64(theta), float64(e)))
-	}
-	cos, sin = make([][]float32, len(positions)), make([][]float32, len(positions))
-	for t, p := range positions {
-		cos[t], sin[t] = make([]float32, half), make([]float32, half)
-		for i, f := range inv {
-			a := float64(float32(p) * f)
-			cos[t][i], sin[t][i] = float32(math.Cos(a)), float32(math.Sin(a))
+		inv := 1 / float32(math.Pow(float64(theta), float64(e)))
+		for t, p := range positions {
+			a := float64(float32(p) * inv)
+			tb.cos.f[t*half+i], tb.sin.f[t*half+i] = float32(math.Cos(a)), float32(math.Sin(a))
 		}
 	}
-	return cos, sin
+	return tb
+}
+
+func (tb ropeTable) release() {
+	putF32(tb.cos)
+	putF32(tb.sin)
+}
+
+// rotate applies NeoX rotation at token t to x[:rotaryDim].
+func (tb ropeTable) rotate(x []float32, t int) {
+	h := tb.half
+	rotateHalf(x, tb.cos.f[t*h:(t+1)*h], tb.sin.f[t*h:(t+1)*h])
 }
 
 // rotateHalf applies NeoX rotation to x[:2·len(cos)].
@@ -49,41 +61,57 @@ func ropeNeoX(x *rt.Tensor, positions []int32, rotaryDim int, theta float32) {
 	if rotaryDim == 0 {
 		return
 	}
-	cos, sin := ropeTable(positions, rotaryDim, theta)
-	heads := x.Dim(1)
-	forRows(x, func(r int) {
-		t := r / heads
-		rotateHalf(row(x, r), cos[t], sin[t])
+	tb := newRopeTable(positions, rotaryDim, theta)
+	eachRow(x, rowArgs{dst: x, rope: tb}, func(o *rowArgs, r int) {
+		o.rope.rotate(row(o.dst, r), r/o.dst.Dim(1))
 	})
+	tb.release()
+}
+
+// preamble is attnPreamble over its rows: per token, hq query heads then
+// hkv key heads.
+type preamble struct {
+	q, gate, qg, k *rt.Tensor
+	qw, kw         []float32
+	tb             ropeTable
+	p              rt.PreambleParams
+}
+
+var preambleTasks taskPool[preamble]
+
+func (a *preamble) run(lo, hi int) {
+	d, hq, hkv := a.q.Dim(2), a.q.Dim(1), a.k.Dim(1)
+	for i := lo; i < hi; i++ {
+		t, h := i/(hq+hkv), i%(hq+hkv)
+		var x []float32
+		if h < hq {
+			r := t*hq + h
+			src := row(a.qg, r)
+			x = row(a.q, r)
+			rmsNormRow(x, src[:d], a.qw, a.p.Eps, true)
+			copy(row(a.gate, r), src[d:])
+		} else {
+			x = row(a.k, t*hkv+h-hq)
+			rmsNormRow(x, x, a.kw, a.p.Eps, true)
+		}
+		if a.p.RotaryDim > 0 {
+			a.tb.rotate(x, t)
+		}
+	}
 }
 
 func attnPreamble(q, gate, qg, k, qNorm, kNorm *rt.Tensor, positions []int32, p rt.PreambleParams) {
-	var cos, sin [][]float32
+	d := q.Dim(2)
+	a := preambleTasks.get()
+	*a = preamble{q: q, gate: gate, qg: qg, k: k, qw: qNorm.F32()[:d], kw: kNorm.F32()[:d], p: p}
 	if p.RotaryDim > 0 {
-		cos, sin = ropeTable(positions, p.RotaryDim, p.Theta)
+		a.tb = newRopeTable(positions, p.RotaryDim, p.Theta)
 	}
-	d, hq, hkv := q.Dim(2), q.Dim(1), k.Dim(1)
-	qw, kw := qNorm.F32()[:d], kNorm.F32()[:d]
-	perToken := hq + hkv
-	parallelFor(q.Dim(0)*perToken, max(1, 4096/d), func(lo, hi int) {
-		for i := lo; i < hi; i++ {
-			t, h := i/perToken, i%perToken
-			var x []float32
-			if h < hq {
-				r := t*hq + h
-				src := row(qg, r)
-				x = row(q, r)
-				rmsNormRow(x, src[:d], qw, p.Eps, true)
-				copy(row(gate, r), src[d:])
-			} else {
-				x = row(k, t*hkv+h-hq)
-				rmsNormRow(x, x, kw, p.Eps, true)
-			}
-			if p.RotaryDim > 0 {
-				rotateHalf(x, cos[t], sin[t])
-			}
-		}
-	})
+	parallelTask(q.Dim(0)*(q.Dim(1)+k.Dim(1)), max(1, 4096/d), a)
+	if p.RotaryDim > 0 {
+		a.tb.release()
+	}
+	preambleTasks.put(a)
 }
 
 func kvWrite(cache, x *rt.Tensor, slots []int32) {
@@ -99,54 +127,73 @@ func kvWrite(cache, x *rt.Tensor, slots []int32) {
 // attention computes one (token, head) row per task: scores against the
 // visible keys, an f32 softmax, then the weighted sum of values.
 func attention(dst, q, k, v *rt.Tensor, seqs []rt.AttnSeq, blockSize int, scale float32) {
-	hq, d := q.Dim(1), q.Dim(2)
-	hkv := k.Dim(1)
-	group := hq / hkv
-	type task struct {
-		seq *rt.AttnSeq
-		t   int // row within the sequence
-	}
-	var tasks []task
+	a := attnTasks.get()
+	rows := a.rows[:0]
 	longest := 0
 	for i := range seqs {
 		s := &seqs[i]
 		for t := range s.Len {
-			tasks = append(tasks, task{s, t})
+			rows = append(rows, attnRow{int32(i), int32(t)})
 		}
 		longest = max(longest, s.Start+s.Len)
 	}
-	ks, vs := k.F32(), v.F32()
-	kvWidth := hkv * d
-	parallelFor(len(tasks)*hq, 1, func(lo, hi int) {
-		scores := make([]float32, longest)
-		cacheRows := make([]int, longest)
-		for i := lo; i < hi; i++ {
-			tk, h := tasks[i/hq], i%hq
-			s := tk.seq
-			kh := h / group
-			r := s.Row + tk.t
-			qr := row(q, r*hq+h)
-			n := s.Start + tk.t + 1
-			sc := scores[:n]
-			mx := float32(math.Inf(-1))
-			for p := range n {
-				cr := int(s.Blocks[p/blockSize])*blockSize + p%blockSize
-				cacheRows[p] = cr
-				sc[p] = dot(qr, ks[cr*kvWidth+kh*d:][:d]) * scale
-				mx = max(mx, sc[p])
-			}
-			var sum float64
-			for p := range sc {
-				e := float32(math.Exp(float64(sc[p] - mx)))
-				sc[p] = e
-				sum += float64(e)
-			}
-			inv := float32(1 / sum)
-			out := row(dst, r*hq+h)
-			clear(out[:d])
-			for p, w := range sc {
-				axpy(w*inv, vs[cacheRows[p]*kvWidth+kh*d:][:d], out[:d])
-			}
+	*a = attnTask{dst: dst, q: q, ks: k.F32(), vs: v.F32(), hkv: k.Dim(1), seqs: seqs, rows: rows,
+		blockSize: blockSize, longest: longest, scale: scale}
+	parallelTask(len(rows)*q.Dim(1), 1, a)
+	*a = attnTask{rows: rows[:0]} // keep the row list's storage, no tensors
+	attnTasks.p.Put(a)
+}
+
+// attnRow is one query row: a sequence and a token of it.
+type attnRow struct{ seq, t int32 }
+
+type attnTask struct {
+	dst, q    *rt.Tensor
+	ks, vs    []float32
+	hkv       int
+	seqs      []rt.AttnSeq
+	rows      []attnRow
+	blockSize int
+	longest   int
+	scale     float32
+}
+
+var attnTasks taskPool[attnTask]
+
+func (a *attnTask) run(lo, hi int) {
+	hq, d := a.q.Dim(1), a.q.Dim(2)
+	group, kvWidth := hq/a.hkv, a.hkv*d
+	scores := getF32(a.longest)
+	cacheRows := getBytes(4 * a.longest)
+	cr32 := asI32(cacheRows.b)
+	for i := lo; i < hi; i++ {
+		tk, h := a.rows[i/hq], i%hq
+		s := &a.seqs[tk.seq]
+		kh := h / group
+		r := s.Row + int(tk.t)
+		qr := row(a.q, r*hq+h)
+		n := s.Start + int(tk.t) + 1
+		sc := scores.f[:n]
+		mx := float32(math.Inf(-1))
+		for p := range n {
+			cr := int(s.Blocks[p/a.blockSize])*a.blockSize + p%a.blockSize
+			cr32[p] = int32(cr)
+			sc[p] = dot(qr, a.ks[cr*kvWidth+kh*d:][:d]) * a.scale
+			mx = max(mx, sc[p])
 		}
-	})
+		var sum float64
+		for p := range sc {
+			e := float32(math.Exp(float64(sc[p] - mx)))
+			sc[p] = e
+			sum += float64(e)
+		}
+		inv := float32(1 / sum)
+		out := row(a.dst, r*hq+h)
+		clear(out[:d])
+		for p, w := range sc {
+			axpy(w*inv, a.vs[int(cr32[p])*kvWidth+kh*d:][:d], out[:d])
+		}
+	}
+	putF32(scores)
+	putBytes(cacheRows)
 }

@@ -16,27 +16,42 @@ func conv1dCausal(dst, x, w, state *rt.Tensor) {
 			taps.f[j*C+c] = ws[c*K+j]
 		}
 	}
-	input := func(i int) []float32 { // row i of the concatenation state ++ x
-		if i < K-1 {
-			return st[i*C : (i+1)*C]
-		}
-		return row(x, i-(K-1))
-	}
-	parallelFor(T, max(1, 4096/C), func(lo, hi int) {
-		for t := lo; t < hi; t++ {
-			d := row(dst, t)
-			clear(d)
-			for j := range K {
-				fmaVec(d, taps.f[j*C:(j+1)*C], input(t+j))
-			}
-		}
-	})
+	a := convTasks.get()
+	*a = convTask{dst: dst, x: x, st: st, taps: taps.f, c: C, k: K}
+	parallelTask(T, max(1, 4096/C), a)
 	putF32(taps)
 	// The state keeps the last K-1 inputs; rows shift up when T < K-1.
 	next := getF32(len(st))
 	for r := range K - 1 {
-		copy(next.f[r*C:(r+1)*C], input(T+r))
+		copy(next.f[r*C:(r+1)*C], a.input(T+r))
 	}
 	copy(st, next.f)
 	putF32(next)
+	convTasks.put(a)
+}
+
+type convTask struct {
+	dst, x   *rt.Tensor
+	st, taps []float32
+	c, k     int
+}
+
+// input is row i of the concatenation state ++ x.
+func (a *convTask) input(i int) []float32 {
+	if i < a.k-1 {
+		return a.st[i*a.c : (i+1)*a.c]
+	}
+	return row(a.x, i-(a.k-1))
+}
+
+var convTasks taskPool[convTask]
+
+func (a *convTask) run(lo, hi int) {
+	for t := lo; t < hi; t++ {
+		d := row(a.dst, t)
+		clear(d)
+		for j := range a.k {
+			fmaVec(d, a.taps[j*a.c:(j+1)*a.c], a.input(t+j))
+		}
+	}
 }

@@ -16,14 +16,14 @@ type deltaHead struct {
 	scale        float32
 }
 
-func newDeltaHead(out, q, k, v, g, beta, state *rt.Tensor, h int, tiled bool) *deltaHead {
+func newDeltaHead(out, q, k, v, g, beta, state *rt.Tensor, h int, tiled bool) deltaHead {
 	hk, hv := q.Dim(1), v.Dim(1)
 	dk, dv := q.Dim(2), v.Dim(2)
 	kh := h / (hv / hk)
 	if tiled {
 		kh = h % hk
 	}
-	return &deltaHead{
+	return deltaHead{
 		q: q, k: k, v: v, out: out, g: g, beta: beta,
 		h: h, kh: kh, dk: dk, dv: dv,
 		s:     state.F32()[h*dk*dv : (h+1)*dk*dv],
@@ -41,16 +41,29 @@ func (d *deltaHead) bAt(t int) float32    { return row(d.beta, t)[d.h] }
 // deltaRuleRecurrent: per token, S ← S·exp(g); δ = β(v − Sᵀk); S ← S + k⊗δ;
 // out = Sᵀ(q·scale).
 func deltaRuleRecurrent(out, q, k, v, g, beta, state *rt.Tensor, p rt.DeltaRuleParams) {
-	parallelFor(v.Dim(1), 1, func(lo, hi int) {
-		buf := getF32(2*q.Dim(2) + v.Dim(2))
-		for h := lo; h < hi; h++ {
-			d := newDeltaHead(out, q, k, v, g, beta, state, h, p.TiledHeads)
-			for t := range q.Dim(0) {
-				d.step(t, buf.f)
-			}
+	t := deltaRecTasks.get()
+	*t = deltaRecTask{out: out, q: q, k: k, v: v, g: g, beta: beta, state: state, tiled: p.TiledHeads}
+	parallelTask(v.Dim(1), 1, t)
+	deltaRecTasks.put(t)
+}
+
+// deltaRecTask runs value heads [lo, hi) of deltaRuleRecurrent.
+type deltaRecTask struct {
+	out, q, k, v, g, beta, state *rt.Tensor
+	tiled                        bool
+}
+
+var deltaRecTasks taskPool[deltaRecTask]
+
+func (r *deltaRecTask) run(lo, hi int) {
+	buf := getF32(2*r.q.Dim(2) + r.v.Dim(2))
+	for h := lo; h < hi; h++ {
+		d := newDeltaHead(r.out, r.q, r.k, r.v, r.g, r.beta, r.state, h, r.tiled)
+		for t := range r.q.Dim(0) {
+			d.step(t, buf.f)
 		}
-		putF32(buf)
-	})
+	}
+	putF32(buf)
 }
 
 // step advances the state by token t; buf holds 2·dk + dv floats.

@@ -6,14 +6,39 @@ import (
 	rt "github.com/govllm/govllm/runtime"
 )
 
-// forRows runs fn over the rows of t in parallel.
-func forRows(t *rt.Tensor, fn func(r int)) {
+// eachRow runs fn over the rows of t, in parallel where there are enough.
+// fn takes its operands from args rather than capturing them (it is a
+// function literal that captures nothing), so that a call allocates
+// nothing.
+func eachRow(t *rt.Tensor, args rowArgs, fn func(a *rowArgs, r int)) {
 	rows, width := t.Rows(), t.Dim(-1)
-	parallelFor(rows, max(1, 8192/max(1, width)), func(lo, hi int) {
-		for r := lo; r < hi; r++ {
-			fn(r)
-		}
-	})
+	job := rowTasks.get()
+	*job = rowTask{args: args, fn: fn}
+	parallelTask(rows, max(1, 8192/max(1, width)), job)
+	rowTasks.put(job)
+}
+
+// rowArgs are the operands of a row kernel.
+type rowArgs struct {
+	dst, a, b, c *rt.Tensor
+	w, w2        []float32
+	eps          float32
+	ids          []int32   // routerTopK
+	k            int       // routerTopK
+	rope         ropeTable // ropeNeoX
+}
+
+type rowTask struct {
+	args rowArgs
+	fn   func(a *rowArgs, r int)
+}
+
+var rowTasks taskPool[rowTask]
+
+func (t *rowTask) run(lo, hi int) {
+	for r := lo; r < hi; r++ {
+		t.fn(&t.args, r)
+	}
 }
 
 func sigmoid(x float32) float32 { return float32(1 / (1 + math.Exp(-float64(x)))) }
@@ -21,26 +46,26 @@ func sigmoid(x float32) float32 { return float32(1 / (1 + math.Exp(-float64(x)))
 func siluF(x float32) float32 { return x * sigmoid(x) }
 
 func add(dst, a, b *rt.Tensor) {
-	forRows(dst, func(r int) {
-		addVec(row(dst, r), row(a, r), row(b, r))
+	eachRow(dst, rowArgs{dst: dst, a: a, b: b}, func(o *rowArgs, r int) {
+		addVec(row(o.dst, r), row(o.a, r), row(o.b, r))
 	})
 }
 
 func silu(dst, x *rt.Tensor) {
-	forRows(dst, func(r int) {
-		swigluVec(row(dst, r), row(x, r), nil)
+	eachRow(dst, rowArgs{dst: dst, a: x}, func(o *rowArgs, r int) {
+		swigluVec(row(o.dst, r), row(o.a, r), nil)
 	})
 }
 
 func swiGLU(dst, gate, up *rt.Tensor) {
-	forRows(dst, func(r int) {
-		swigluVec(row(dst, r), row(gate, r), row(up, r))
+	eachRow(dst, rowArgs{dst: dst, a: gate, b: up}, func(o *rowArgs, r int) {
+		swigluVec(row(o.dst, r), row(o.a, r), row(o.b, r))
 	})
 }
 
 func sigmoidMul(dst, x, gate *rt.Tensor) {
-	forRows(dst, func(r int) {
-		d, s, g := row(dst, r), row(x, r), row(gate, r)
+	eachRow(dst, rowArgs{dst: dst, a: x, b: gate}, func(o *rowArgs, r int) {
+		d, s, g := row(o.dst, r), row(o.a, r), row(o.b, r)
 		if len(g) == 1 {
 			f := sigmoid(g[0])
 			for i := range d {
@@ -75,32 +100,33 @@ func rmsNormRow(d, s, w []float32, eps float32, offset bool) {
 }
 
 func rmsNorm(dst, x, w *rt.Tensor, eps float32) {
-	ws := w.F32()[:w.Len()]
-	forRows(dst, func(r int) { rmsNormRow(row(dst, r), row(x, r), ws, eps, false) })
+	eachRow(dst, rowArgs{dst: dst, a: x, w: w.F32()[:w.Len()], eps: eps}, func(o *rowArgs, r int) {
+		rmsNormRow(row(o.dst, r), row(o.a, r), o.w, o.eps, false)
+	})
 }
 
 func rmsNormOffset(dst, x, w *rt.Tensor, eps float32) {
-	ws := w.F32()[:w.Len()]
-	forRows(dst, func(r int) { rmsNormRow(row(dst, r), row(x, r), ws, eps, true) })
+	eachRow(dst, rowArgs{dst: dst, a: x, w: w.F32()[:w.Len()], eps: eps}, func(o *rowArgs, r int) {
+		rmsNormRow(row(o.dst, r), row(o.a, r), o.w, o.eps, true)
+	})
 }
 
 func gatedRMSNorm(dst, x, z, w *rt.Tensor, eps float32) {
-	ws := w.F32()[:w.Len()]
-	forRows(dst, func(r int) {
-		d, s, g := row(dst, r), row(x, r), row(z, r)
-		inv := invRMS(s, eps)
+	eachRow(dst, rowArgs{dst: dst, a: x, b: z, w: w.F32()[:w.Len()], eps: eps}, func(o *rowArgs, r int) {
+		d, s, g := row(o.dst, r), row(o.a, r), row(o.b, r)
+		inv := invRMS(s, o.eps)
 		gs := getF32(len(d)) // dst may alias x or z
 		swigluVec(gs.f, g, nil)
 		for i := range d {
-			d[i] = ws[i] * (s[i] * inv) * gs.f[i]
+			d[i] = o.w[i] * (s[i] * inv) * gs.f[i]
 		}
 		putF32(gs)
 	})
 }
 
 func l2Norm(dst, x *rt.Tensor, eps float32) {
-	forRows(dst, func(r int) {
-		d, s := row(dst, r), row(x, r)
+	eachRow(dst, rowArgs{dst: dst, a: x, eps: eps}, func(o *rowArgs, r int) {
+		d, s, eps := row(o.dst, r), row(o.a, r), o.eps
 		var ss float64
 		for _, v := range s {
 			ss += float64(v) * float64(v)
@@ -120,11 +146,11 @@ func softplus(x float32) float32 {
 }
 
 func gdnGating(g, beta, a, b, aLog, dtBias *rt.Tensor) {
-	al, db := aLog.F32()[:aLog.Len()], dtBias.F32()[:dtBias.Len()]
-	forRows(g, func(r int) {
-		gr, br, ar, bi := row(g, r), row(beta, r), row(a, r), row(b, r)
+	args := rowArgs{dst: g, a: beta, b: a, c: b, w: aLog.F32()[:aLog.Len()], w2: dtBias.F32()[:dtBias.Len()]}
+	eachRow(g, args, func(o *rowArgs, r int) {
+		gr, br, ar, bi := row(o.dst, r), row(o.a, r), row(o.b, r), row(o.c, r)
 		for h := range gr {
-			gr[h] = -float32(math.Exp(float64(al[h]))) * softplus(ar[h]+db[h])
+			gr[h] = -float32(math.Exp(float64(o.w[h]))) * softplus(ar[h]+o.w2[h])
 			br[h] = sigmoid(bi[h])
 		}
 	})

@@ -136,11 +136,11 @@ type kAct struct {
 	a32   []int32
 }
 
-// newKAct derives a kAct from a row quantized by quantizeQ8X (offset
-// bytes xq, scales xs, block sums xm); buf holds its q and a32.
-func newKAct(xq []byte, xs, xm []float32, buf []byte) *kAct {
+// newKAct sets a from a row quantized by quantizeQ8X (offset bytes xq,
+// scales xs, block sums xm); buf holds its q and a32.
+func newKAct(a *kAct, xq []byte, xs, xm []float32, buf []byte) {
 	n := len(xq)
-	a := &kAct{q: buf[:n], s: xs, xm: xm, a32: asI32(buf[n : 2*n])}
+	*a = kAct{q: buf[:n], s: xs, xm: xm, a32: asI32(buf[n : 2*n])}
 	for l := range n / 4 {
 		var sum int32
 		for i := range 4 {
@@ -150,7 +150,21 @@ func newKAct(xq []byte, xs, xm []float32, buf []byte) *kAct {
 		}
 		a.a32[l] = -32 * sum
 	}
-	return a
+}
+
+// kDecodeTask streams k-quant weight rows [lo, hi) against one activation row.
+type kDecodeTask struct {
+	dt  rt.DType
+	w   []byte
+	rb  int
+	a   kAct
+	out []float32
+}
+
+var kDecodeTasks taskPool[kDecodeTask]
+
+func (t *kDecodeTask) run(lo, hi int) {
+	kDecodeRows(t.dt, t.w[lo*t.rb:hi*t.rb], t.rb, &t.a, t.out[lo:hi])
 }
 
 // matMulK is matMul for k-quant weights, on the prepared-pair kernels.
@@ -160,14 +174,7 @@ func matMulK(dst, x, w *rt.Tensor) {
 	xq := getBytes(m * np * 64)
 	xs := getF32(m * np * 16)
 	xm := getF32(m * np * 16)
-	xr := rowsOf(x)
-	parallelFor(m, max(1, 4096/k), func(lo, hi int) {
-		for i := lo; i < hi; i++ {
-			q, s := xq.b[i*np*64:(i+1)*np*64], xs.f[i*np*16:(i+1)*np*16]
-			quantizeQ8X(xr[i], q, s)
-			blockSums(np, q, s, xm.f[i*np*16:(i+1)*np*16])
-		}
-	})
+	quantizeRows(x, np, xq.b, xs.f, xm.f)
 	dt := w.DType()
 	rb := dt.ByteLen(k)
 	wb := w.Bytes()
@@ -175,45 +182,62 @@ func matMulK(dst, x, w *rt.Tensor) {
 	ds := dst.Strides()[0]
 	if m == 1 && kDecodeOK(dt) {
 		buf := getBytes(2 * np * 64)
-		a := newKAct(xq.b, xs.f, xm.f, buf.b)
-		parallelFor(n, 64, func(lo, hi int) {
-			kDecodeRows(dt, wb[lo*rb:hi*rb], rb, a, d[lo:hi])
-		})
+		t := kDecodeTasks.get()
+		*t = kDecodeTask{dt: dt, w: wb, rb: rb, out: d}
+		newKAct(&t.a, xq.b, xs.f, xm.f, buf.b)
+		parallelTask(n, 64, t)
+		kDecodeTasks.put(t)
 		putBytes(buf)
 		putBytes(xq)
 		putF32(xs)
 		putF32(xm)
 		return
 	}
-	rowBlock := max(4, min(m, (512<<10)/(np*192)))
-	pairs := (n + 1) / 2
-	grain := max(1, 32*1024/max(1, m*k))
-	parallelFor(pairs, grain, func(lo, hi int) {
-		prep := getBytes(2 * np * kPairBytes)
-		p0, p1 := prep.b[:np*kPairBytes], prep.b[np*kPairBytes:]
-		for r0 := 0; r0 < m; r0 += rowBlock {
-			rows := min(rowBlock, m-r0)
-			xq, xs, xm := xq.b[r0*np*64:], xs.f[r0*np*16:], xm.f[r0*np*16:]
-			for jp := lo; jp < hi; jp++ {
-				j := 2 * jp
-				kPrep(dt, wb[j*rb:(j+1)*rb], p0)
-				if j+1 < n {
-					kPrep(dt, wb[(j+1)*rb:(j+2)*rb], p1)
-					q8Rows2B(np, p0, p1, xq, xs, xm, rows, np*64, np*16, d[r0*ds+j:], ds)
-					continue
-				}
-				// The last of an odd number of rows: run it twice, keep one.
-				tmp := getF32(2 * rows)
-				q8Rows2B(np, p0, p0, xq, xs, xm, rows, np*64, np*16, tmp.f, 2)
-				for r := range rows {
-					d[(r0+r)*ds+j] = tmp.f[2*r]
-				}
-				putF32(tmp)
-			}
-		}
-		putBytes(prep)
-	})
+	t := kMatTasks.get()
+	*t = kMatTask{dt: dt, w: wb, rb: rb, n: n, m: m, np: np, rowBlock: max(4, min(m, (512<<10)/(np*192))),
+		q: xq.b, s: xs.f, xm: xm.f, out: d, ds: ds}
+	parallelTask((n+1)/2, max(1, 32*1024/max(1, m*k)), t)
+	kMatTasks.put(t)
 	putBytes(xq)
 	putF32(xs)
 	putF32(xm)
+}
+
+// kMatTask is q8MatTask for k-quant weights.
+type kMatTask struct {
+	dt                     rt.DType
+	w                      []byte
+	rb, n, m, np, rowBlock int
+	q                      []byte
+	s, xm, out             []float32
+	ds                     int
+}
+
+var kMatTasks taskPool[kMatTask]
+
+func (t *kMatTask) run(lo, hi int) {
+	np, rb, ds, d := t.np, t.rb, t.ds, t.out
+	prep := getBytes(2 * np * kPairBytes)
+	p0, p1 := prep.b[:np*kPairBytes], prep.b[np*kPairBytes:]
+	for r0 := 0; r0 < t.m; r0 += t.rowBlock {
+		rows := min(t.rowBlock, t.m-r0)
+		xq, xs, xm := t.q[r0*np*64:], t.s[r0*np*16:], t.xm[r0*np*16:]
+		for jp := lo; jp < hi; jp++ {
+			j := 2 * jp
+			kPrep(t.dt, t.w[j*rb:(j+1)*rb], p0)
+			if j+1 < t.n {
+				kPrep(t.dt, t.w[(j+1)*rb:(j+2)*rb], p1)
+				q8Rows2B(np, p0, p1, xq, xs, xm, rows, np*64, np*16, d[r0*ds+j:], ds)
+				continue
+			}
+			// The last of an odd number of rows: run it twice, keep one.
+			tmp := getF32(2 * rows)
+			q8Rows2B(np, p0, p0, xq, xs, xm, rows, np*64, np*16, tmp.f, 2)
+			for r := range rows {
+				d[(r0+r)*ds+j] = tmp.f[2*r]
+			}
+			putF32(tmp)
+		}
+	}
+	putBytes(prep)
 }

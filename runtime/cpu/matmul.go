@@ -19,24 +19,23 @@ func matMul(dst, x, w *rt.Tensor) {
 		return
 	}
 	m, k, n := x.Dim(0), x.Dim(1), w.Dim(0)
-	xr, dr := rowsOf(x), rowsOf(dst)
 	grain := max(1, 16384/max(1, m*k))
 	parallelFor(n, grain, func(lo, hi int) {
-		buf := make([]float32, k)
+		buf := getF32(k)
 		for j := lo; j < hi; j++ {
-			wr := weightRow(w, j, buf)
+			wr := weightRow(w, j, buf.f)
 			for i := range m {
-				dr[i][j] = dot(xr[i], wr)
+				row(dst, i)[j] = dot(row(x, i), wr)
 			}
 		}
+		putF32(buf)
 	})
 }
 
 func embedding(dst, table *rt.Tensor, ids []int32) {
-	parallelFor(len(ids), 64, func(lo, hi int) {
-		buf := make([]float32, table.Dim(1))
-		for i := lo; i < hi; i++ {
-			copy(row(dst, i), weightRow(table, int(ids[i]), buf))
-		}
+	eachRow(dst, rowArgs{dst: dst, a: table, ids: ids}, func(o *rowArgs, i int) {
+		buf := getF32(o.a.Dim(1))
+		copy(row(o.dst, i), weightRow(o.a, int(o.ids[i]), buf.f))
+		putF32(buf)
 	})
 }

@@ -9,14 +9,16 @@ import (
 // routerTopK: softmax over the experts, the k largest (ties to the lower
 // index), renormalised to sum to one.
 func routerTopK(ids []int32, weights []float32, logits *rt.Tensor, k int) {
-	e := logits.Dim(1)
-	forRows(logits, func(r int) {
-		lg := row(logits, r)
+	eachRow(logits, rowArgs{a: logits, ids: ids, w: weights, k: k}, func(o *rowArgs, r int) {
+		ids, weights, k := o.ids, o.w, o.k
+		lg := row(o.a, r)
 		mx := float32(math.Inf(-1))
 		for _, v := range lg {
 			mx = max(mx, v)
 		}
-		p := make([]float32, e)
+		pb := getF32(len(lg))
+		defer putF32(pb)
+		p := pb.f
 		var sum float64
 		for i, v := range lg {
 			p[i] = float32(math.Exp(float64(v - mx)))

@@ -28,9 +28,35 @@ var (
 )
 
 type poolJob struct {
-	fn              func(lo, hi int)
+	t               task
 	n, step, chunks int
 	gen             uint32
+}
+
+// A task is the body of a parallel loop. A kernel called on every decode
+// step hands the workers a pooled struct of its arguments (see taskPool)
+// rather than a closure, which would be allocated on every call.
+type task interface{ run(lo, hi int) }
+
+type funcTask func(lo, hi int)
+
+func (f funcTask) run(lo, hi int) { f(lo, hi) }
+
+// taskPool recycles the argument structs of one kind of task.
+type taskPool[T any] struct{ p sync.Pool }
+
+func (tp *taskPool[T]) get() *T {
+	if v, ok := tp.p.Get().(*T); ok {
+		return v
+	}
+	return new(T)
+}
+
+// put clears t (so that it holds no tensor alive) and recycles it.
+func (tp *taskPool[T]) put(t *T) {
+	var zero T
+	*t = zero
+	tp.p.Put(t)
 }
 
 type poolSleeper struct {
@@ -95,14 +121,17 @@ func runChunks(gen uint32) {
 		// The job cannot change before this chunk is counted done.
 		c := int(uint32(v))
 		lo := c * job.step
-		job.fn(lo, min(lo+job.step, job.n))
+		job.t.run(lo, min(lo+job.step, job.n))
 		done.Add(1)
 	}
 }
 
 // parallelFor calls fn over [0, n) in contiguous chunks of at least grain
 // items, on all cores. Kernels must not nest parallelFor calls.
-func parallelFor(n, grain int, fn func(lo, hi int)) {
+func parallelFor(n, grain int, fn func(lo, hi int)) { parallelTask(n, grain, funcTask(fn)) }
+
+// parallelTask is parallelFor for a task.
+func parallelTask(n, grain int, t task) {
 	if n <= 0 {
 		return
 	}
@@ -112,7 +141,7 @@ func parallelFor(n, grain int, fn func(lo, hi int)) {
 	// traffic does not hold the call up.
 	chunks := min((n+grain-1)/grain, 4*poolSize)
 	if chunks <= 1 || poolSize == 1 {
-		fn(0, n)
+		t.run(0, n)
 		return
 	}
 	jobMu.Lock()
@@ -120,7 +149,7 @@ func parallelFor(n, grain int, fn func(lo, hi int)) {
 	step := (n + chunks - 1) / chunks
 	chunks = (n + step - 1) / step
 	gen := job.gen + 1
-	job = poolJob{fn: fn, n: n, step: step, chunks: chunks, gen: gen}
+	job = poolJob{t: t, n: n, step: step, chunks: chunks, gen: gen}
 	done.Store(0)
 	chunksN.Store(int64(chunks))
 	state.Store(uint64(gen) << 32)
@@ -135,5 +164,5 @@ func parallelFor(n, grain int, fn func(lo, hi int)) {
 			goruntime.Gosched()
 		}
 	}
-	job.fn = nil
+	job.t = nil
 }

@@ -127,6 +127,49 @@ func q8RowsGo(np int, prep []byte, q []byte, s []float32, rows, qStride, sStride
 	}
 }
 
+// quantizeRows quantizes each row of x (quantizeQ8X) into q and s at np
+// pairs per row, and with xm (if not nil) the block sums of blockSums.
+func quantizeRows(x *rt.Tensor, np int, q []byte, s, xm []float32) {
+	t := quantTasks.get()
+	*t = quantTask{x: x, np: np, q: q, s: s, xm: xm}
+	parallelTask(x.Dim(0), max(1, 4096/x.Dim(1)), t)
+	quantTasks.put(t)
+}
+
+type quantTask struct {
+	x     *rt.Tensor
+	np    int
+	q     []byte
+	s, xm []float32
+}
+
+var quantTasks taskPool[quantTask]
+
+func (t *quantTask) run(lo, hi int) {
+	np := t.np
+	for i := lo; i < hi; i++ {
+		qi, si := t.q[i*np*64:(i+1)*np*64], t.s[i*np*16:(i+1)*np*16]
+		quantizeQ8X(row(t.x, i), qi, si)
+		if t.xm != nil {
+			blockSums(np, qi, si, t.xm[i*np*16:(i+1)*np*16])
+		}
+	}
+}
+
+// q8DecodeTask streams Q8_0 weight rows [lo, hi) against one activation row.
+type q8DecodeTask struct {
+	w      []byte
+	rb     int
+	q      []byte
+	s, out []float32
+}
+
+var q8DecodeTasks taskPool[q8DecodeTask]
+
+func (t *q8DecodeTask) run(lo, hi int) {
+	q8Decode(t.w[lo*t.rb:hi*t.rb], t.rb, t.q, t.s, t.out[lo:hi])
+}
+
 // matMulQ8 is matMul for Q8_0 weights: x is quantized once, then each
 // worker prepares its weight rows and runs them against blocks of
 // activation rows that stay in cache.
@@ -135,49 +178,62 @@ func matMulQ8(dst, x, w *rt.Tensor) {
 	np := q8Pairs(k)
 	xq := getBytes(m * np * 64)
 	xs := getF32(m * np * 16)
-	xr := rowsOf(x)
-	parallelFor(m, max(1, 4096/k), func(lo, hi int) {
-		for i := lo; i < hi; i++ {
-			quantizeQ8X(xr[i], xq.b[i*np*64:(i+1)*np*64], xs.f[i*np*16:(i+1)*np*16])
-		}
-	})
+	quantizeRows(x, np, xq.b, xs.f, nil)
 	rb := w.DType().ByteLen(k)
 	wb := w.Bytes()
 	d := dst.F32()
 	ds := dst.Strides()[0]
 	if m == 1 && q8DecodeOK(rb) {
 		// Decode: stream each weight row once against the one activation row.
-		parallelFor(n, 64, func(lo, hi int) {
-			q8Decode(wb[lo*rb:hi*rb], rb, xq.b, xs.f, d[lo:hi])
-		})
+		t := q8DecodeTasks.get()
+		*t = q8DecodeTask{w: wb, rb: rb, q: xq.b, s: xs.f, out: d}
+		parallelTask(n, 64, t)
+		q8DecodeTasks.put(t)
 		putBytes(xq)
 		putF32(xs)
 		return
 	}
 	// Activation rows per pass: about 512 KB of them stay in L2 while each
 	// weight row is prepared once per pass.
-	rowBlock := max(4, min(m, (512<<10)/(np*128)))
-	pairs := (n + 1) / 2 // weight rows go two at a time
-	grain := max(1, 32*1024/max(1, m*k))
-	parallelFor(pairs, grain, func(lo, hi int) {
-		prep := getBytes(2 * np * q8PairBytes)
-		p0, p1 := prep.b[:np*q8PairBytes], prep.b[np*q8PairBytes:]
-		for r0 := 0; r0 < m; r0 += rowBlock {
-			rows := min(rowBlock, m-r0)
-			xq, xs := xq.b[r0*np*64:], xs.f[r0*np*16:]
-			for jp := lo; jp < hi; jp++ {
-				j := 2 * jp
-				q8Prep(wb[j*rb:(j+1)*rb], p0)
-				if j+1 == n {
-					q8Rows(np, p0, xq, xs, rows, np*64, np*16, d[r0*ds+j:], ds)
-					continue
-				}
-				q8Prep(wb[(j+1)*rb:(j+2)*rb], p1)
-				q8Rows2(np, p0, p1, xq, xs, rows, np*64, np*16, d[r0*ds+j:], ds)
-			}
-		}
-		putBytes(prep)
-	})
+	t := q8MatTasks.get()
+	*t = q8MatTask{w: wb, rb: rb, n: n, m: m, np: np, rowBlock: max(4, min(m, (512<<10)/(np*128))),
+		q: xq.b, s: xs.f, out: d, ds: ds}
+	// Weight rows go two at a time.
+	parallelTask((n+1)/2, max(1, 32*1024/max(1, m*k)), t)
+	q8MatTasks.put(t)
 	putBytes(xq)
 	putF32(xs)
+}
+
+// q8MatTask runs the weight-row pairs [lo, hi) of matMulQ8 against every
+// activation row, rowBlock rows (about 512 KB, kept in L2) per pass.
+type q8MatTask struct {
+	w                      []byte
+	rb, n, m, np, rowBlock int
+	q                      []byte
+	s, out                 []float32
+	ds                     int
+}
+
+var q8MatTasks taskPool[q8MatTask]
+
+func (t *q8MatTask) run(lo, hi int) {
+	np, rb, ds := t.np, t.rb, t.ds
+	prep := getBytes(2 * np * q8PairBytes)
+	p0, p1 := prep.b[:np*q8PairBytes], prep.b[np*q8PairBytes:]
+	for r0 := 0; r0 < t.m; r0 += t.rowBlock {
+		rows := min(t.rowBlock, t.m-r0)
+		xq, xs := t.q[r0*np*64:], t.s[r0*np*16:]
+		for jp := lo; jp < hi; jp++ {
+			j := 2 * jp
+			q8Prep(t.w[j*rb:(j+1)*rb], p0)
+			if j+1 == t.n {
+				q8Rows(np, p0, xq, xs, rows, np*64, np*16, t.out[r0*ds+j:], ds)
+				continue
+			}
+			q8Prep(t.w[(j+1)*rb:(j+2)*rb], p1)
+			q8Rows2(np, p0, p1, xq, xs, rows, np*64, np*16, t.out[r0*ds+j:], ds)
+		}
+	}
+	putBytes(prep)
 }

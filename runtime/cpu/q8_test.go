@@ -239,7 +239,9 @@ func TestKQuantDecodeAgrees(t *testing.T) {
 			quantizeQ8X(x, q, s)
 			blockSums(np, q, s, xm)
 			got := make([]float32, rows)
-			kDecodeRows(dt, w, rb, newKAct(q, s, xm, make([]byte, 2*np*64)), got)
+			var a kAct
+			newKAct(&a, q, s, xm, make([]byte, 2*np*64))
+			kDecodeRows(dt, w, rb, &a, got)
 			p := make([]byte, np*kPairBytes)
 			want := make([]float32, 2)
 			for r := range rows {

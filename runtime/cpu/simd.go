@@ -1,6 +1,7 @@
 package cpu
 
 import (
+	"math/bits"
 	"os"
 	"sync"
 	"unsafe"
@@ -38,36 +39,42 @@ func asF32(b []byte) []float32 {
 	return unsafe.Slice((*float32)(unsafe.Pointer(unsafe.SliceData(b))), len(b)/4)
 }
 
-// Scratch buffers are pooled so that a forward step does not allocate.
+// Scratch buffers are pooled by power-of-two size class, so that a
+// forward step does not allocate: a buffer from a class always fits.
 type byteBuf struct{ b []byte }
 type f32Buf struct{ f []float32 }
 
 var (
-	bytePool sync.Pool
-	f32Pool  sync.Pool
+	bytePools [48]sync.Pool
+	f32Pools  [48]sync.Pool
 )
 
+// sizeClass is the smallest c with 1<<c ≥ n.
+func sizeClass(n int) int { return bits.Len(uint(max(n, 1) - 1)) }
+
 func getBytes(n int) *byteBuf {
-	if v, ok := bytePool.Get().(*byteBuf); ok && cap(v.b) >= n {
+	c := sizeClass(n)
+	if v, ok := bytePools[c].Get().(*byteBuf); ok {
 		v.b = v.b[:n]
 		return v
 	}
 	// 64-byte aligned, for vector loads.
-	raw := make([]byte, n+64)
+	raw := make([]byte, 1<<c+64)
 	off := int(-uintptr(unsafe.Pointer(unsafe.SliceData(raw)))) & 63
-	return &byteBuf{b: raw[off : off+n : off+n]}
+	return &byteBuf{b: raw[off : off+n : off+1<<c]}
 }
 
-func putBytes(b *byteBuf) { bytePool.Put(b) }
+func putBytes(b *byteBuf) { bytePools[sizeClass(cap(b.b))].Put(b) }
 
 func getF32(n int) *f32Buf {
-	if v, ok := f32Pool.Get().(*f32Buf); ok && cap(v.f) >= n {
+	c := sizeClass(n)
+	if v, ok := f32Pools[c].Get().(*f32Buf); ok {
 		v.f = v.f[:n]
 		return v
 	}
-	raw := make([]float32, n+16)
+	raw := make([]float32, 1<<c+16)
 	off := (int(-uintptr(unsafe.Pointer(unsafe.SliceData(raw)))) & 63) / 4
-	return &f32Buf{f: raw[off : off+n : off+n]}
+	return &f32Buf{f: raw[off : off+n : off+1<<c]}
 }
 
-func putF32(f *f32Buf) { f32Pool.Put(f) }
+func putF32(f *f32Buf) { f32Pools[sizeClass(cap(f.f))].Put(f) }
