@@ -5,15 +5,6 @@ import (
 	"github.com/govllm/govllm/runtime/quant"
 )
 
-// K-quant weights (Q4_K, Q5_K, Q6_K) run on the Q8_0 integer kernels: a
-// row is prepared as small signed integers with a scale per 4-element lane
-// (their sub-blocks are 16 or 32 wide), plus a per-block offset (the
-// "min" of Q4_K/Q5_K) taken against the activation block sums. A prepared
-// pair is the Q8_0 one followed by 16 bias floats.
-const kPairBytes = 256
-
-func kQuantSupported(dt rt.DType) bool { return dt == rt.Q4_K || dt == rt.Q5_K || dt == rt.Q6_K }
-
 // kDecode decodes one 256-element k-quant block into integers q, a scale
 // per 16 elements and an offset per 32: value i = scale[i/16]·q[i] + bias[i/32].
 func kDecode(dt rt.DType, blk []byte, q *[256]int8, scale *[16]float32, bias *[8]float32) {
@@ -65,67 +56,6 @@ func kDecode(dt rt.DType, blk []byte, q *[256]int8, scale *[16]float32, bias *[8
 
 func f16At(b []byte, i int) float32 { return rt.F16ToF32(uint16(b[i]) | uint16(b[i+1])<<8) }
 
-// kPrepGo prepares a k-quant row of whole 256-element blocks.
-func kPrepGo(dt rt.DType, w []byte, dst []byte) {
-	_, bb := dt.Block()
-	var q [256]int8
-	var scale [16]float32
-	var bias [8]float32
-	for b := range len(w) / bb {
-		kDecode(dt, w[b*bb:(b+1)*bb], &q, &scale, &bias)
-		for p := range 4 { // four pairs of 32 per block
-			out := dst[(4*b+p)*kPairBytes:][:kPairBytes]
-			negC, ws, bs := asI32(out[64:128]), asF32(out[128:192]), asF32(out[192:256])
-			for l := range 16 {
-				e := 64*p + 4*l // first element of the lane
-				var sum int32
-				for i := range 4 {
-					out[4*l+i] = byte(q[e+i])
-					sum += int32(q[e+i])
-				}
-				negC[l], ws[l], bs[l] = -128*sum, scale[e/16], bias[e/32]/8
-			}
-		}
-	}
-}
-
-// blockSums computes xm = s·(Σ of each block's integers) for a quantized
-// activation row (the offset of the bytes, 128 per element, is removed).
-func blockSums(np int, q []byte, s, xm []float32) {
-	for b := range 2 * np {
-		var sum int32
-		for _, v := range q[b*32 : b*32+32] {
-			sum += int32(v) - 128
-		}
-		f := float32(sum)
-		for l := range 8 {
-			xm[b*8+l] = s[b*8+l] * f
-		}
-	}
-}
-
-// q8Rows2BGo is the Go form of q8Rows2B.
-func q8Rows2BGo(np int, prep0, prep1 []byte, q []byte, s, xm []float32, rows, qStride, sStride int, out []float32, outStride int) {
-	for r := range rows {
-		qr, sr, mr := q[r*qStride:], s[r*sStride:], xm[r*sStride:]
-		for c, prep := range [][]byte{prep0, prep1} {
-			var acc float64
-			for p := range np {
-				pp := prep[p*kPairBytes:]
-				negC, ws, bs := asI32(pp[64:128]), asF32(pp[128:192]), asF32(pp[192:256])
-				for l := range 16 {
-					sum := negC[l]
-					for i := range 4 {
-						sum += int32(qr[p*64+4*l+i]) * int32(int8(pp[4*l+i]))
-					}
-					acc += float64(float32(sum)*(ws[l]*sr[p*16+l])) + float64(bs[l]*mr[p*16+l])
-				}
-			}
-			out[r*outStride+c] = float32(acc)
-		}
-	}
-}
-
 // kAct is one quantized activation row in the form the k-quant decode
 // kernels read: the integers signed (q), their lane scales (s), the block
 // sums for the mins of Q4_K (xm, as blockSums) and, per lane, -32·Σ of
@@ -136,19 +66,27 @@ type kAct struct {
 	a32   []int32
 }
 
-// newKAct sets a from a row quantized by quantizeQ8X (offset bytes xq,
-// scales xs, block sums xm); buf holds its q and a32.
-func newKAct(a *kAct, xq []byte, xs, xm []float32, buf []byte) {
-	n := len(xq)
-	*a = kAct{q: buf[:n], s: xs, xm: xm, a32: asI32(buf[n : 2*n])}
-	for l := range n / 4 {
-		var sum int32
-		for i := range 4 {
-			v := xq[4*l+i] ^ 0x80
-			a.q[4*l+i] = v
-			sum += int32(int8(v))
+// kActOf sets a, for the decode kernels, from a row quantized by
+// quantizeRowsK (nsb super-blocks at act); buf holds its arrays.
+func kActOf(a *kAct, act []byte, nsb int, buf []byte) {
+	n := nsb * 256
+	*a = kAct{q: buf[:n], s: asF32(buf[n : 2*n]), xm: asF32(buf[2*n : 3*n]), a32: asI32(buf[3*n : 4*n])}
+	for sb := range nsb {
+		src := act[sb*kActBytes:]
+		d, xsb := asF32(src[320:324])[0], asF32(src[256:288])
+		for i := range 64 {
+			a.s[sb*64+i] = d
+			a.xm[sb*64+i] = xsb[(i/16)*2+(i%16)/8] // lanes 0..7: block 2p, 8..15: 2p+1
 		}
-		a.a32[l] = -32 * sum
+		for l := range 64 {
+			var sum int32
+			for i := range 4 {
+				v := src[4*l+i] ^ 0x80
+				a.q[sb*256+4*l+i] = v
+				sum += int32(int8(v))
+			}
+			a.a32[sb*64+l] = -32 * sum
+		}
 	}
 }
 
@@ -167,72 +105,94 @@ func (t *kDecodeTask) run(lo, hi int) {
 	kDecodeRows(t.dt, t.w[lo*t.rb:hi*t.rb], t.rb, &t.a, t.out[lo:hi])
 }
 
-// matMulK is matMul for k-quant weights, on the prepared-pair kernels.
+// matMulK is matMul for k-quant weights: activations quantized per
+// super-block; one row streams the weights through the decode kernels,
+// several run on prepared super-blocks (kRowsI).
 func matMulK(dst, x, w *rt.Tensor) {
 	m, k, n := x.Dim(0), x.Dim(1), w.Dim(0)
-	np := k / 64
-	xq := getBytes(m * np * 64)
-	xs := getF32(m * np * 16)
-	xm := getF32(m * np * 16)
-	quantizeRows(x, np, xq.b, xs.f, xm.f)
+	nsb := k / 256
+	act := getBytes(m * nsb * kActBytes)
+	quantizeRowsK(x, nsb, act.b)
 	dt := w.DType()
 	rb := dt.ByteLen(k)
 	wb := w.Bytes()
 	d := dst.F32()
 	ds := dst.Strides()[0]
 	if m == 1 && kDecodeOK(dt) {
-		buf := getBytes(2 * np * 64)
+		buf := getBytes(4 * k)
 		t := kDecodeTasks.get()
 		*t = kDecodeTask{dt: dt, w: wb, rb: rb, out: d}
-		newKAct(&t.a, xq.b, xs.f, xm.f, buf.b)
+		kActOf(&t.a, act.b, nsb, buf.b)
 		parallelTask(n, 64, t)
 		kDecodeTasks.put(t)
 		putBytes(buf)
-		putBytes(xq)
-		putF32(xs)
-		putF32(xm)
+		putBytes(act)
 		return
 	}
 	t := kMatTasks.get()
-	*t = kMatTask{dt: dt, w: wb, rb: rb, n: n, m: m, np: np, rowBlock: max(4, min(m, (512<<10)/(np*192))),
-		q: xq.b, s: xs.f, xm: xm.f, out: d, ds: ds}
-	parallelTask((n+1)/2, max(1, 32*1024/max(1, m*k)), t)
+	*t = kMatTask{dt: dt, w: wb, rb: rb, n: n, m: m, nsb: nsb, rowBlock: max(4, min(m, (512<<10)/(nsb*kActBytes))),
+		act: act.b, out: d, ds: ds}
+	parallelTask((n+1)/2, max(1, 32*1024/max(1, m*k)), t) // weight rows in pairs
 	kMatTasks.put(t)
-	putBytes(xq)
-	putF32(xs)
-	putF32(xm)
+	putBytes(act)
 }
 
-// kMatTask is q8MatTask for k-quant weights.
+// quantizeRowsK quantizes each row of x into nsb super-blocks of act.
+func quantizeRowsK(x *rt.Tensor, nsb int, act []byte) {
+	t := quantKTasks.get()
+	*t = quantKTask{x: x, nsb: nsb, act: act}
+	parallelTask(x.Dim(0), max(1, 4096/x.Dim(1)), t)
+	quantKTasks.put(t)
+}
+
+type quantKTask struct {
+	x   *rt.Tensor
+	nsb int
+	act []byte
+}
+
+var quantKTasks taskPool[quantKTask]
+
+func (t *quantKTask) run(lo, hi int) {
+	for i := lo; i < hi; i++ {
+		a := t.act[i*t.nsb*kActBytes : (i+1)*t.nsb*kActBytes]
+		quantizeQ8K(row(t.x, i), a)
+		kSums(a, t.nsb)
+	}
+}
+
+// kMatTask runs the weight-row pairs [lo, hi) of matMulK against every
+// activation row, rowBlock rows (about 512 KB, kept in L2) per pass.
 type kMatTask struct {
-	dt                     rt.DType
-	w                      []byte
-	rb, n, m, np, rowBlock int
-	q                      []byte
-	s, xm, out             []float32
-	ds                     int
+	dt                      rt.DType
+	w                       []byte
+	rb, n, m, nsb, rowBlock int
+	act                     []byte
+	out                     []float32
+	ds                      int
 }
 
 var kMatTasks taskPool[kMatTask]
 
 func (t *kMatTask) run(lo, hi int) {
-	np, rb, ds, d := t.np, t.rb, t.ds, t.out
-	prep := getBytes(2 * np * kPairBytes)
-	p0, p1 := prep.b[:np*kPairBytes], prep.b[np*kPairBytes:]
+	nsb, rb, ds, d := t.nsb, t.rb, t.ds, t.out
+	as := nsb * kActBytes
+	prep := getBytes(2 * nsb * kSBBytes)
+	p0, p1 := prep.b[:nsb*kSBBytes], prep.b[nsb*kSBBytes:]
 	for r0 := 0; r0 < t.m; r0 += t.rowBlock {
 		rows := min(t.rowBlock, t.m-r0)
-		xq, xs, xm := t.q[r0*np*64:], t.s[r0*np*16:], t.xm[r0*np*16:]
+		act := t.act[r0*as:]
 		for jp := lo; jp < hi; jp++ {
 			j := 2 * jp
-			kPrep(t.dt, t.w[j*rb:(j+1)*rb], p0)
+			kPrepI(t.dt, t.w[j*rb:(j+1)*rb], p0)
 			if j+1 < t.n {
-				kPrep(t.dt, t.w[(j+1)*rb:(j+2)*rb], p1)
-				q8Rows2B(np, p0, p1, xq, xs, xm, rows, np*64, np*16, d[r0*ds+j:], ds)
+				kPrepI(t.dt, t.w[(j+1)*rb:(j+2)*rb], p1)
+				kRowsI(nsb, p0, p1, act, rows, as, d[r0*ds+j:], ds)
 				continue
 			}
 			// The last of an odd number of rows: run it twice, keep one.
 			tmp := getF32(2 * rows)
-			q8Rows2B(np, p0, p0, xq, xs, xm, rows, np*64, np*16, tmp.f, 2)
+			kRowsI(nsb, p0, p0, act, rows, as, tmp.f, 2)
 			for r := range rows {
 				d[(r0+r)*ds+j] = tmp.f[2*r]
 			}

@@ -3,25 +3,57 @@ package cpu
 import rt "github.com/govllm/govllm/runtime"
 
 //go:noescape
-func kPrepQ4KAVX512(w *byte, nblocks int, dst *byte)
+func quantizeQ8KAVX512(x *float32, nsb int, dst *byte)
 
 //go:noescape
-func kPrepQ6KAVX512(w *byte, nblocks int, dst *byte)
+func kPrepIQ4KAVX512(w *byte, nblocks int, dst *byte)
 
-// kPrep prepares a k-quant row of whole blocks for q8Rows2B.
-func kPrep(dt rt.DType, w []byte, dst []byte) {
-	_, bb := dt.Block()
-	nb := len(w) / bb
-	if !hasVNNI || nb == 0 || (dt != rt.Q4_K && dt != rt.Q6_K) {
-		kPrepGo(dt, w, dst)
+//go:noescape
+func kPrepIQ6KAVX512(w *byte, nblocks int, dst *byte)
+
+//go:noescape
+func kRowsIAVX512(nsb int, prep0, prep1 *byte, act *byte, rows, aStride int, out *float32, outStride int)
+
+// quantizeQ8K quantizes x (whole super-blocks) into act, but for the
+// sub-block sums (kSums).
+func quantizeQ8K(x []float32, act []byte) {
+	nsb := len(x) / 256
+	if !hasVNNI || nsb == 0 {
+		quantizeQ8KGo(x, act)
 		return
 	}
-	_ = dst[nb*4*kPairBytes-1]
-	if dt == rt.Q4_K {
-		kPrepQ4KAVX512(&w[0], nb, &dst[0])
-	} else {
-		kPrepQ6KAVX512(&w[0], nb, &dst[0])
+	_ = act[nsb*kActBytes-1]
+	quantizeQ8KAVX512(&x[0], nsb, &act[0])
+}
+
+// kPrepI prepares a k-quant row of whole blocks for kRowsI.
+func kPrepI(dt rt.DType, w []byte, dst []byte) {
+	_, bb := dt.Block()
+	nb := len(w) / bb
+	if !hasVNNI || nb == 0 || dt == rt.Q5_K {
+		kPrepIGo(dt, w, dst)
+		return
 	}
+	_ = dst[nb*kSBBytes-1]
+	if dt == rt.Q4_K {
+		kPrepIQ4KAVX512(&w[0], nb, &dst[0])
+	} else {
+		kPrepIQ6KAVX512(&w[0], nb, &dst[0])
+	}
+}
+
+// kRowsI computes out[r·outStride+c] = prepared weight row c (prep0, prep1)
+// · activation row r (aStride bytes apart) for rows rows.
+func kRowsI(nsb int, prep0, prep1, act []byte, rows, aStride int, out []float32, outStride int) {
+	if !hasVNNI || nsb == 0 || rows == 0 {
+		kRowsIGo(nsb, prep0, prep1, act, rows, aStride, out, outStride)
+		return
+	}
+	_ = prep0[nsb*kSBBytes-1]
+	_ = prep1[nsb*kSBBytes-1]
+	_ = act[(rows-1)*aStride+nsb*kActBytes-1]
+	_ = out[(rows-1)*outStride+1]
+	kRowsIAVX512(nsb, &prep0[0], &prep1[0], &act[0], rows, aStride, &out[0], outStride*4)
 }
 
 //go:noescape

@@ -128,19 +128,19 @@ func q8RowsGo(np int, prep []byte, q []byte, s []float32, rows, qStride, sStride
 }
 
 // quantizeRows quantizes each row of x (quantizeQ8X) into q and s at np
-// pairs per row, and with xm (if not nil) the block sums of blockSums.
-func quantizeRows(x *rt.Tensor, np int, q []byte, s, xm []float32) {
+// pairs per row.
+func quantizeRows(x *rt.Tensor, np int, q []byte, s []float32) {
 	t := quantTasks.get()
-	*t = quantTask{x: x, np: np, q: q, s: s, xm: xm}
+	*t = quantTask{x: x, np: np, q: q, s: s}
 	parallelTask(x.Dim(0), max(1, 4096/x.Dim(1)), t)
 	quantTasks.put(t)
 }
 
 type quantTask struct {
-	x     *rt.Tensor
-	np    int
-	q     []byte
-	s, xm []float32
+	x  *rt.Tensor
+	np int
+	q  []byte
+	s  []float32
 }
 
 var quantTasks taskPool[quantTask]
@@ -148,11 +148,7 @@ var quantTasks taskPool[quantTask]
 func (t *quantTask) run(lo, hi int) {
 	np := t.np
 	for i := lo; i < hi; i++ {
-		qi, si := t.q[i*np*64:(i+1)*np*64], t.s[i*np*16:(i+1)*np*16]
-		quantizeQ8X(row(t.x, i), qi, si)
-		if t.xm != nil {
-			blockSums(np, qi, si, t.xm[i*np*16:(i+1)*np*16])
-		}
+		quantizeQ8X(row(t.x, i), t.q[i*np*64:(i+1)*np*64], t.s[i*np*16:(i+1)*np*16])
 	}
 }
 
@@ -178,7 +174,7 @@ func matMulQ8(dst, x, w *rt.Tensor) {
 	np := q8Pairs(k)
 	xq := getBytes(m * np * 64)
 	xs := getF32(m * np * 16)
-	quantizeRows(x, np, xq.b, xs.f, nil)
+	quantizeRows(x, np, xq.b, xs.f)
 	rb := w.DType().ByteLen(k)
 	wb := w.Bytes()
 	d := dst.F32()

@@ -90,22 +90,3 @@ func q8Decode(w []byte, rowBytes int, q []byte, s []float32, out []float32) bool
 	q8DecodeAVX512(len(out), np, &w[0], rowBytes, &q[0], &s[0], &out[0])
 	return true
 }
-
-//go:noescape
-func q8Rows2BAVX512(np int, prep0, prep1 *byte, q *byte, s, xm *float32, rows, stride int, out *float32, outStride int)
-
-// q8Rows2B is q8Rows2 for prepared k-quant pairs (with their bias).
-func q8Rows2B(np int, prep0, prep1 []byte, q []byte, s, xm []float32, rows, qStride, sStride int, out []float32, outStride int) {
-	// The kernel walks q, s and xm with one stride: 64 bytes per pair each.
-	if !hasVNNI || np == 0 || rows == 0 || qStride != 4*sStride {
-		q8Rows2BGo(np, prep0, prep1, q, s, xm, rows, qStride, sStride, out, outStride)
-		return
-	}
-	_ = prep0[np*kPairBytes-1]
-	_ = prep1[np*kPairBytes-1]
-	_ = q[(rows-1)*qStride+np*64-1]
-	_ = s[(rows-1)*sStride+np*16-1]
-	_ = xm[(rows-1)*sStride+np*16-1]
-	_ = out[(rows-1)*outStride+1]
-	q8Rows2BAVX512(np, &prep0[0], &prep1[0], &q[0], &s[0], &xm[0], rows, qStride, &out[0], outStride*4)
-}

@@ -18,11 +18,11 @@ func q8Rows2(np int, prep0, prep1 []byte, q []byte, s []float32, rows, qStride, 
 func q8Decode(w []byte, rowBytes int, q []byte, s []float32, out []float32) bool { return false }
 func q8DecodeOK(rowBytes int) bool                                               { return false }
 
-func q8Rows2B(np int, prep0, prep1 []byte, q []byte, s, xm []float32, rows, qStride, sStride int, out []float32, outStride int) {
-	q8Rows2BGo(np, prep0, prep1, q, s, xm, rows, qStride, sStride, out, outStride)
+func quantizeQ8K(x []float32, act []byte)      { quantizeQ8KGo(x, act) }
+func kPrepI(dt rt.DType, w []byte, dst []byte) { kPrepIGo(dt, w, dst) }
+func kRowsI(nsb int, prep0, prep1, act []byte, rows, aStride int, out []float32, outStride int) {
+	kRowsIGo(nsb, prep0, prep1, act, rows, aStride, out, outStride)
 }
-
-func kPrep(dt rt.DType, w []byte, dst []byte) { kPrepGo(dt, w, dst) }
 
 func kDecodeOK(dt rt.DType) bool { return false }
 func kDecodeRows(dt rt.DType, w []byte, rowBytes int, a *kAct, out []float32) {

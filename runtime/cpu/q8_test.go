@@ -75,18 +75,30 @@ func TestQ8KernelsAgree(t *testing.T) {
 // weights times the float activations: the difference is the activations'
 // 8-bit rounding, well under 1% of the output's scale.
 func TestMatMulQ8(t *testing.T) {
+	testMatMulQuantized(t, rt.Q8_0, [][3]int{{1, 64, 5}, {5, 96, 17}, {70, 1024, 33}})
+}
+
+// TestMatMulK is TestMatMulQ8 for the k-quants: decode (one row), the
+// 4-row tiles and their remainders, an odd number of weight rows.
+func TestMatMulK(t *testing.T) {
+	for _, dt := range []rt.DType{rt.Q4_K, rt.Q5_K, rt.Q6_K} {
+		testMatMulQuantized(t, dt, [][3]int{{1, 256, 5}, {1, 1024, 70}, {6, 512, 17}, {70, 1024, 33}})
+	}
+}
+
+func testMatMulQuantized(t *testing.T, dt rt.DType, shapes [][3]int) {
 	rng := rand.New(rand.NewPCG(3, 4))
-	for _, shape := range [][3]int{{1, 64, 5}, {5, 96, 17}, {70, 1024, 33}} {
+	for _, shape := range shapes {
 		m, k, n := shape[0], shape[1], shape[2]
 		xs := randF32(rng, m*k, 1)
 		wf := randF32(rng, n*k, 0.05)
-		wq, _ := quant.Quantize(rt.Q8_0, wf)
+		wq, _ := quant.Quantize(dt, wf)
 		wd := make([]float32, n*k)
-		quant.DequantRow(rt.Q8_0, wq, wd)
+		quant.DequantRow(dt, wq, wd)
 		x, _ := rt.FromF32(xs, m, k)
-		w, _ := rt.FromBytes(rt.Q8_0, wq, n, k)
+		w, _ := rt.FromBytes(dt, wq, n, k)
 		dst := rt.New(rt.F32, m, n)
-		matMulQ8(dst, x, w)
+		matMul(dst, x, w)
 		var worst float64
 		for i := range m {
 			for j := range n {
@@ -99,7 +111,7 @@ func TestMatMulQ8(t *testing.T) {
 			}
 		}
 		if worst > 0.01 {
-			t.Errorf("m=%d k=%d n=%d: relative error %.4f", m, k, n, worst)
+			t.Errorf("%v m=%d k=%d n=%d: relative error %.4f", dt, m, k, n, worst)
 		}
 	}
 }
@@ -175,37 +187,42 @@ func BenchmarkMatMulQ8Decode(b *testing.B) {
 	}
 }
 
-// TestKQuantKernelsAgree holds the assembly k-quant preparation to the Go
-// one bit for bit, and the bias kernel to its Go form.
+// TestKQuantKernelsAgree holds the assembly k-quant kernels to the Go
+// ones: activation quantization and weight preparation bit for bit, the
+// super-block dot products to float rounding.
 func TestKQuantKernelsAgree(t *testing.T) {
 	rng := rand.New(rand.NewPCG(9, 10))
 	for _, dt := range []rt.DType{rt.Q4_K, rt.Q5_K, rt.Q6_K} {
 		for _, k := range []int{256, 1024, 2304} {
-			np := k / 64
+			nsb := k / 256
 			w0, _ := quant.Quantize(dt, randF32(rng, k, float32(k)/1024))
 			w1, _ := quant.Quantize(dt, randF32(rng, k, 0.05))
-			pa, pg := make([]byte, np*kPairBytes), make([]byte, np*kPairBytes)
-			kPrep(dt, w0, pa)
-			kPrepGo(dt, w0, pg)
-			if !slices.Equal(pa, pg) {
-				for i := range pa {
-					if pa[i] != pg[i] {
-						t.Fatalf("%v k=%d: kPrep differs from the Go kernel at byte %d (pair %d, offset %d)", dt, k, i, i/kPairBytes, i%kPairBytes)
-					}
+			pa, pg := make([]byte, nsb*kSBBytes), make([]byte, nsb*kSBBytes)
+			kPrepI(dt, w0, pa)
+			kPrepIGo(dt, w0, pg)
+			for i := range pa {
+				if pa[i] != pg[i] {
+					t.Fatalf("%v k=%d: kPrepI differs from the Go kernel at byte %d (super-block %d, offset %d)", dt, k, i, i/kSBBytes, i%kSBBytes)
 				}
 			}
-			p1 := make([]byte, np*kPairBytes)
-			kPrep(dt, w1, p1)
-			const rows = 5
+			p1 := make([]byte, nsb*kSBBytes)
+			kPrepIGo(dt, w1, p1)
+			const rows = 6
 			x := randF32(rng, rows*k, 1)
-			q, s, xm := make([]byte, rows*np*64), make([]float32, rows*np*16), make([]float32, rows*np*16)
+			clear(x[k : k+256]) // an all-zero super-block
+			act, actGo := make([]byte, rows*nsb*kActBytes), make([]byte, rows*nsb*kActBytes)
 			for r := range rows {
-				quantizeQ8X(x[r*k:(r+1)*k], q[r*np*64:], s[r*np*16:])
-				blockSums(np, q[r*np*64:], s[r*np*16:], xm[r*np*16:])
+				quantizeQ8K(x[r*k:(r+1)*k], act[r*nsb*kActBytes:])
+				quantizeQ8KGo(x[r*k:(r+1)*k], actGo[r*nsb*kActBytes:])
+			}
+			kSums(act, rows*nsb)
+			kSums(actGo, rows*nsb)
+			if !slices.Equal(act, actGo) {
+				t.Fatalf("%v k=%d: quantizeQ8K differs from the Go kernel", dt, k)
 			}
 			oa, og := make([]float32, rows*2), make([]float32, rows*2)
-			q8Rows2B(np, pa, p1, q, s, xm, rows, np*64, np*16, oa, 2)
-			q8Rows2BGo(np, pg, p1, q, s, xm, rows, np*64, np*16, og, 2)
+			kRowsI(nsb, pa, p1, act, rows, nsb*kActBytes, oa, 2)
+			kRowsIGo(nsb, pg, p1, act, rows, nsb*kActBytes, og, 2)
 			for i := range oa {
 				if !near(oa[i], og[i], 1e-4) {
 					t.Errorf("%v k=%d out %d: asm %v, go %v", dt, k, i, oa[i], og[i])
@@ -216,7 +233,7 @@ func TestKQuantKernelsAgree(t *testing.T) {
 }
 
 // TestKQuantDecodeAgrees holds the streaming k-quant decode kernels to the
-// Go preparation path they stand in for on one activation row.
+// prepared super-block path they stand in for on one activation row.
 func TestKQuantDecodeAgrees(t *testing.T) {
 	rng := rand.New(rand.NewPCG(11, 12))
 	for _, dt := range []rt.DType{rt.Q4_K, rt.Q5_K, rt.Q6_K} {
@@ -225,7 +242,7 @@ func TestKQuantDecodeAgrees(t *testing.T) {
 			continue
 		}
 		for _, k := range []int{256, 1024, 2304} {
-			np := k / 64
+			nsb := k / 256
 			const rows = 5
 			rb := dt.ByteLen(k)
 			var w []byte
@@ -235,18 +252,18 @@ func TestKQuantDecodeAgrees(t *testing.T) {
 			}
 			x := randF32(rng, k, 1)
 			x[3] = 0
-			q, s, xm := make([]byte, np*64), make([]float32, np*16), make([]float32, np*16)
-			quantizeQ8X(x, q, s)
-			blockSums(np, q, s, xm)
-			got := make([]float32, rows)
+			act := make([]byte, nsb*kActBytes)
+			quantizeQ8KGo(x, act)
+			kSums(act, nsb)
 			var a kAct
-			newKAct(&a, q, s, xm, make([]byte, 2*np*64))
+			kActOf(&a, act, nsb, make([]byte, 4*k))
+			got := make([]float32, rows)
 			kDecodeRows(dt, w, rb, &a, got)
-			p := make([]byte, np*kPairBytes)
+			p := make([]byte, nsb*kSBBytes)
 			want := make([]float32, 2)
 			for r := range rows {
-				kPrepGo(dt, w[r*rb:(r+1)*rb], p)
-				q8Rows2BGo(np, p, p, q, s, xm, 1, np*64, np*16, want, 2)
+				kPrepIGo(dt, w[r*rb:(r+1)*rb], p)
+				kRowsIGo(nsb, p, p, act, 1, nsb*kActBytes, want, 2)
 				if !near(got[r], want[0], 1e-4) {
 					t.Errorf("%v k=%d row %d: decode %v, prepared path %v", dt, k, r, got[r], want[0])
 				}
