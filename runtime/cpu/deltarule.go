@@ -56,7 +56,7 @@ type deltaRecTask struct {
 var deltaRecTasks taskPool[deltaRecTask]
 
 func (r *deltaRecTask) run(lo, hi int) {
-	buf := getF32(2*r.q.Dim(2) + r.v.Dim(2))
+	buf := getF32(2*r.q.Dim(2) + 2*r.v.Dim(2))
 	for h := lo; h < hi; h++ {
 		d := newDeltaHead(r.out, r.q, r.k, r.v, r.g, r.beta, r.state, h, r.tiled)
 		for t := range r.q.Dim(0) {
@@ -66,25 +66,32 @@ func (r *deltaRecTask) run(lo, hi int) {
 	putF32(buf)
 }
 
-// step advances the state by token t; buf holds 2·dk + dv floats.
+// step advances the state by token t; buf holds 2·dk + 2·dv floats. With
+// e = exp(g): δ = β(v − e·Sᵀk), S ← e·S + k⊗δ and out = e·Sᵀq' + (k·q')δ
+// (q' = q·scale), so that S is read once (for Sᵀk and Sᵀq') and updated
+// once, instead of four passes.
 func (d *deltaHead) step(t int, buf []float32) {
 	s, dk, dv := d.s, d.dk, d.dv
-	negK, qs, delta := buf[:dk], buf[dk:2*dk], buf[2*dk:2*dk+dv]
+	qs, sk, sq := buf[:dk], buf[2*dk:2*dk+dv], buf[2*dk+dv:2*dk+2*dv]
 	kr, vr, qr := d.kRow(t), d.vRow(t), d.qRow(t)
-	for i, x := range kr {
-		negK[i] = -x
-	}
 	for i, x := range qr {
 		qs[i] = x * d.scale
 	}
-	scal(float32(math.Exp(float64(d.gAt(t)))), s)
-	copy(delta, vr)
-	mvAcc(delta, negK, s, dv) // v − Sᵀk
-	scal(d.bAt(t), delta)
-	ger(s, dv, kr, delta)
+	e := float32(math.Exp(float64(d.gAt(t))))
+	clear(sk)
+	clear(sq)
+	mvAcc2(sk, sq, kr, qs, s, dv)
+	beta := d.bAt(t)
+	delta := sk
+	for j, x := range vr {
+		delta[j] = beta * (x - e*sk[j])
+	}
+	gerScale(s, dv, e, kr, delta)
+	kq := dot(kr, qs)
 	o := d.oRow(t)
-	clear(o)
-	mvAcc(o, qs, s, dv)
+	for j := range o {
+		o[j] = e*sq[j] + kq*delta[j]
+	}
 }
 
 // deltaRuleChunked processes each chunk of C tokens with the UT transform of

@@ -1,6 +1,7 @@
 package cpu
 
-// Pure-Go forms of the f32 vector kernels (dot, axpy, scal, mvAcc, ger):
+// Pure-Go forms of the f32 vector kernels (dot, axpy, scal, mvAcc, mvAcc2,
+// ger, gerScale):
 // the fallbacks, and the reference the assembly is tested against.
 
 func dotGo(a, b []float32) float32 {
@@ -41,5 +42,19 @@ func mvAccGo(out, coef, mat []float32, stride int) {
 func gerGo(mat []float32, stride int, u, v []float32) {
 	for a, c := range u {
 		axpyGo(c, v, mat[a*stride:][:len(v)])
+	}
+}
+
+func mvAcc2Go(out1, out2, c1, c2, mat []float32, stride int) {
+	mvAccGo(out1, c1, mat, stride)
+	mvAccGo(out2, c2, mat, stride)
+}
+
+func gerScaleGo(mat []float32, stride int, alpha float32, u, v []float32) {
+	for a, c := range u {
+		r := mat[a*stride:][:len(v)]
+		for i := range r {
+			r[i] = alpha*r[i] + c*v[i]
+		}
 	}
 }

@@ -15,6 +15,12 @@ func mvAccAVX512(out *float32, n int, coef *float32, m int, mat *float32, stride
 //go:noescape
 func gerAVX512(mat *float32, stride int, m, n int, u, v *float32)
 
+//go:noescape
+func mvAcc2AVX512(out1, out2 *float32, n int, c1, c2 *float32, m int, mat *float32, stride int)
+
+//go:noescape
+func gerScaleAVX512(mat *float32, stride int, m, n int, alpha float32, u, v *float32)
+
 // dot is the f32 inner product of a and b[:len(a)].
 func dot(a, b []float32) float32 {
 	b = b[:len(a)]
@@ -85,5 +91,44 @@ func ger(mat []float32, stride int, u, v []float32) {
 	gerAVX512(&mat[0], stride*4, m, w, &u[0], &v[0])
 	if w < n {
 		gerGo(mat[w:], stride, u, v[w:])
+	}
+}
+
+// mvAcc2 is mvAcc for two coefficient vectors over one read of mat:
+// out1 += Σ_a c1[a]·mat[a], out2 += Σ_a c2[a]·mat[a] (len(c2) = len(c1)).
+func mvAcc2(out1, out2, c1, c2, mat []float32, stride int) {
+	n, m := len(out1), len(c1)
+	if m == 0 || n == 0 {
+		return
+	}
+	out2, c2 = out2[:n], c2[:m]
+	_ = mat[(m-1)*stride+n-1]
+	v := n &^ 15
+	if !hasAVX512 || v == 0 {
+		mvAcc2Go(out1, out2, c1, c2, mat, stride)
+		return
+	}
+	mvAcc2AVX512(&out1[0], &out2[0], v, &c1[0], &c2[0], m, &mat[0], stride*4)
+	if v < n {
+		mvAcc2Go(out1[v:], out2[v:], c1, c2, mat[v:], stride)
+	}
+}
+
+// gerScale computes mat[a] = alpha·mat[a] + u[a]·v (rows stride apart) in
+// one pass over mat.
+func gerScale(mat []float32, stride int, alpha float32, u, v []float32) {
+	n, m := len(v), len(u)
+	if m == 0 || n == 0 {
+		return
+	}
+	_ = mat[(m-1)*stride+n-1]
+	w := n &^ 15
+	if !hasAVX512 || w == 0 {
+		gerScaleGo(mat, stride, alpha, u, v)
+		return
+	}
+	gerScaleAVX512(&mat[0], stride*4, m, w, alpha, &u[0], &v[0])
+	if w < n {
+		gerScaleGo(mat[w:], stride, alpha, u, v[w:])
 	}
 }

@@ -50,6 +50,24 @@ func TestF32KernelsAgree(t *testing.T) {
 					t.Fatalf("ger n=%d m=%d at %d: %v vs %v", n, m, i, ma[i], mg[i])
 				}
 			}
+			coef2 := randF32(rng, m, 1)
+			oa, og = slices.Clone(y), slices.Clone(y)
+			o2a, o2g := slices.Clone(x), slices.Clone(x)
+			mvAcc2(oa, o2a, coef, coef2, mat, stride)
+			mvAcc2Go(og, o2g, coef, coef2, mat, stride)
+			for i := range oa {
+				if !near(oa[i], og[i], 1e-5) || !near(o2a[i], o2g[i], 1e-5) {
+					t.Fatalf("mvAcc2 n=%d m=%d at %d: %v %v vs %v %v", n, m, i, oa[i], o2a[i], og[i], o2g[i])
+				}
+			}
+			ma, mg = slices.Clone(mat), slices.Clone(mat)
+			gerScale(ma, stride, 0.9, coef, x)
+			gerScaleGo(mg, stride, 0.9, coef, x)
+			for i := range ma {
+				if !near(ma[i], mg[i], 1e-6) {
+					t.Fatalf("gerScale n=%d m=%d at %d: %v vs %v", n, m, i, ma[i], mg[i])
+				}
+			}
 		}
 	}
 }

@@ -152,18 +152,31 @@ func (t *quantTask) run(lo, hi int) {
 	}
 }
 
-// q8DecodeTask streams Q8_0 weight rows [lo, hi) against one activation row.
+// q8DecodeMaxRows is the most activation rows (sequences of a decode
+// step) that stream the weights instead of preparing them.
+const q8DecodeMaxRows = 16
+
+// q8DecodeTask streams Q8_0 weight rows [lo, hi) against m activation
+// rows, four at a time: the chunk of weight rows stays in L2 between them.
 type q8DecodeTask struct {
-	w      []byte
-	rb     int
-	q      []byte
-	s, out []float32
+	w         []byte
+	rb, np, m int
+	q         []byte
+	s, out    []float32
+	ds        int
 }
 
 var q8DecodeTasks taskPool[q8DecodeTask]
 
 func (t *q8DecodeTask) run(lo, hi int) {
-	q8Decode(t.w[lo*t.rb:hi*t.rb], t.rb, t.q, t.s, t.out[lo:hi])
+	w, np := t.w[lo*t.rb:hi*t.rb], t.np
+	r := 0
+	for ; r+4 <= t.m; r += 4 {
+		q8Decode4(w, t.rb, t.q[r*np*64:], t.s[r*np*16:], t.out[r*t.ds+lo:], t.ds)
+	}
+	for ; r < t.m; r++ {
+		q8Decode(w, t.rb, t.q[r*np*64:(r+1)*np*64], t.s[r*np*16:(r+1)*np*16], t.out[r*t.ds+lo:r*t.ds+hi])
+	}
 }
 
 // matMulQ8 is matMul for Q8_0 weights: x is quantized once, then each
@@ -179,10 +192,10 @@ func matMulQ8(dst, x, w *rt.Tensor) {
 	wb := w.Bytes()
 	d := dst.F32()
 	ds := dst.Strides()[0]
-	if m == 1 && q8DecodeOK(rb) {
-		// Decode: stream each weight row once against the one activation row.
+	if m <= q8DecodeMaxRows && q8DecodeOK(rb) {
+		// Decode: stream each weight row once against the few activation rows.
 		t := q8DecodeTasks.get()
-		*t = q8DecodeTask{w: wb, rb: rb, q: xq.b, s: xs.f, out: d}
+		*t = q8DecodeTask{w: wb, rb: rb, np: np, m: m, q: xq.b, s: xs.f, out: d, ds: ds}
 		parallelTask(n, 64, t)
 		q8DecodeTasks.put(t)
 		putBytes(xq)

@@ -90,3 +90,21 @@ func q8Decode(w []byte, rowBytes int, q []byte, s []float32, out []float32) bool
 	q8DecodeAVX512(len(out), np, &w[0], rowBytes, &q[0], &s[0], &out[0])
 	return true
 }
+
+//go:noescape
+func q8Decode4AVX512(nrows, np int, w *byte, rowBytes int, q *byte, s *float32, stride int, out *float32, outStride int)
+
+// q8Decode4 is q8Decode for four activation rows (q, s rows of np pairs,
+// packed): out[r·outStride+j] for weight row j of w and activation row r.
+func q8Decode4(w []byte, rowBytes int, q []byte, s []float32, out []float32, outStride int) {
+	nb := rowBytes / 34
+	n := len(w) / rowBytes
+	if n == 0 {
+		return
+	}
+	np := nb / 2
+	_ = q[4*np*64-1]
+	_ = s[4*np*16-1]
+	_ = out[3*outStride+n-1]
+	q8Decode4AVX512(n, np, &w[0], rowBytes, &q[0], &s[0], np*64, &out[0], outStride*4)
+}

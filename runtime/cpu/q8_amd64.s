@@ -348,3 +348,79 @@ dpair:
 ddone:
 	VZEROUPPER
 	RET
+
+// D4ROW(QA, SA, ACC): one activation row's pair (QA, scales SA) against
+// the weight pair in Z1 (-128·Σw in Z4, weight scales in Z5).
+#define D4ROW(QA, SA, ACC) \
+	VMOVDQU32 QA, Z3 \
+	VMOVDQA32 Z4, Z2 \
+	VPDPBUSD Z1, Z3, Z2 \
+	VCVTDQ2PS Z2, Z2 \
+	VMULPS SA, Z5, Z6 \
+	VFMADD231PS Z6, Z2, ACC
+
+// func q8Decode4AVX512(nrows, np int, w *byte, rowBytes int, q *byte, s *float32, stride int, out *float32, outStride int)
+// out[r·outStride + 4j] (bytes) = Q8_0 weight row j · activation row r, for
+// four activation rows (q and s rows stride bytes apart), streaming the
+// weights once: decode of a few sequences without preparing rows.
+TEXT ·q8Decode4AVX512(SB), NOSPLIT, $0-72
+	MOVQ nrows+0(FP), R9
+	MOVQ w+16(FP), R10
+	MOVQ rowBytes+24(FP), R11
+	MOVQ stride+48(FP), R13
+	LEAQ (R13)(R13*2), R14
+	MOVQ out+56(FP), R12
+	MOVQ outStride+64(FP), R15
+	MOVL $0x80808080, AX
+	VPBROADCASTD AX, Z31
+	TESTQ R9, R9
+	JZ d4done
+d4row:
+	MOVQ R10, SI
+	MOVQ q+32(FP), DI
+	MOVQ s+40(FP), R8
+	MOVQ np+8(FP), CX
+	VPXORD Z10, Z10, Z10
+	VPXORD Z11, Z11, Z11
+	VPXORD Z12, Z12, Z12
+	VPXORD Z13, Z13, Z13
+d4pair:
+	PREFETCHT0 512(SI)
+	VMOVDQU 2(SI), Y1
+	VINSERTI64X4 $1, 36(SI), Z1, Z1
+	VPXORD Z7, Z7, Z7
+	VPDPBUSD Z1, Z31, Z7
+	VPXORD Z4, Z4, Z4
+	VPSUBD Z7, Z4, Z4
+	VPBROADCASTW (SI), X5
+	VPBROADCASTW 34(SI), X6
+	VINSERTI128 $1, X6, Y5, Y5
+	VCVTPH2PS Y5, Z5
+	D4ROW((DI), (R8), Z10)
+	D4ROW((DI)(R13*1), (R8)(R13*1), Z11)
+	D4ROW((DI)(R13*2), (R8)(R13*2), Z12)
+	D4ROW((DI)(R14*1), (R8)(R14*1), Z13)
+	ADDQ $68, SI
+	ADDQ $64, DI
+	ADDQ $64, R8
+	DECQ CX
+	JNZ d4pair
+	HSUM(Z10, Y10, X10)
+	HSUM(Z11, Y11, X11)
+	HSUM(Z12, Y12, X12)
+	HSUM(Z13, Y13, X13)
+	MOVQ R12, AX
+	VMOVSS X10, (AX)
+	ADDQ R15, AX
+	VMOVSS X11, (AX)
+	ADDQ R15, AX
+	VMOVSS X12, (AX)
+	ADDQ R15, AX
+	VMOVSS X13, (AX)
+	ADDQ $4, R12
+	ADDQ R11, R10
+	DECQ R9
+	JNZ d4row
+d4done:
+	VZEROUPPER
+	RET

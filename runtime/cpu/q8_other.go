@@ -28,3 +28,7 @@ func kDecodeOK(dt rt.DType) bool { return false }
 func kDecodeRows(dt rt.DType, w []byte, rowBytes int, a *kAct, out []float32) {
 	panic("no k-quant decode kernel")
 }
+
+func q8Decode4(w []byte, rowBytes int, q []byte, s []float32, out []float32, outStride int) {
+	panic("cpu: no q8Decode4 kernel")
+}

@@ -75,7 +75,7 @@ func TestQ8KernelsAgree(t *testing.T) {
 // weights times the float activations: the difference is the activations'
 // 8-bit rounding, well under 1% of the output's scale.
 func TestMatMulQ8(t *testing.T) {
-	testMatMulQuantized(t, rt.Q8_0, [][3]int{{1, 64, 5}, {5, 96, 17}, {70, 1024, 33}})
+	testMatMulQuantized(t, rt.Q8_0, [][3]int{{1, 64, 5}, {5, 96, 17}, {4, 256, 9}, {7, 1024, 70}, {16, 512, 33}, {70, 1024, 33}})
 }
 
 // TestMatMulK is TestMatMulQ8 for the k-quants: decode (one row), the
