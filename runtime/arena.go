@@ -80,3 +80,12 @@ func (a *Arena) Index(t *Tensor, i int) *Tensor {
 	v.init(t.dtype, t.data, t.offset+i*t.strides[0], t.shape[1:], t.strides[1:])
 	return v
 }
+
+// Bytes is the size of the buffers the arena holds.
+func (a *Arena) Bytes() int {
+	n := 0
+	for _, b := range a.bufs {
+		n += cap(b)
+	}
+	return n
+}

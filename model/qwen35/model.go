@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"path/filepath"
+	"runtime/debug"
 	"strings"
 
 	"github.com/govllm/govllm/model"
@@ -121,6 +122,10 @@ func LoadFrom(cfg *Config, src model.Source, be *rt.Backend, opts Options) (*Mod
 	if unused := unusedTensors(src, b.used); len(unused) > 0 {
 		slog.Debug("qwen35: checkpoint tensors not used by the text model", "count", len(unused), "first", unused[0])
 	}
+	// What parsing the headers and metadata allocated is garbage now: hand
+	// it back before the first step sizes its buffers, so that the peak
+	// RSS is the weights and one step's activations.
+	debug.FreeOSMemory()
 	return m, nil
 }
 
@@ -375,6 +380,7 @@ func (m *Model) layer(i int, c *Cache, b *batch, x, normed, out *rt.Tensor) erro
 		return err
 	}
 	var err error
+	mark := b.arena.Mark() // the mixer's intermediates are the ffn's buffers
 	if l.Kind == FullAttention {
 		err = l.Attention.forward(be, cfg, out, normed, c.k[i], c.v[i], b, m.fused)
 	} else {
@@ -383,6 +389,7 @@ func (m *Model) layer(i int, c *Cache, b *batch, x, normed, out *rt.Tensor) erro
 	if err != nil {
 		return err
 	}
+	b.arena.Release(mark)
 	if err := be.Add(x, x, out); err != nil {
 		return err
 	}

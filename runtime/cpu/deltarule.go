@@ -2,6 +2,7 @@ package cpu
 
 import (
 	"math"
+	"sync"
 
 	rt "github.com/govllm/govllm/runtime"
 )
@@ -106,31 +107,41 @@ func deltaRuleChunked(out, q, k, v, g, beta, state *rt.Tensor, p rt.DeltaRulePar
 	chunk := p.Chunk
 	T := q.Dim(0)
 	parallelFor(v.Dim(1), 1, func(lo, hi int) {
+		c, dk, dv := min(chunk, T), q.Dim(2), v.Dim(2)
+		w, _ := chunkScratches.Get().(*chunkScratch)
+		if w == nil || w.c != c || w.dk != dk || w.dv != dv {
+			w = newChunkScratch(c, dk, dv)
+		}
 		for h := lo; h < hi; h++ {
 			d := newDeltaHead(out, q, k, v, g, beta, state, h, p.TiledHeads)
-			w := newChunkScratch(min(chunk, T), d.dk, d.dv)
 			for t0 := 0; t0 < T; t0 += chunk {
 				d.chunk(t0, min(chunk, T-t0), w)
 			}
 		}
+		chunkScratches.Put(w)
 	})
 }
 
+// chunkScratches recycles the scratch of deltaRuleChunked across heads,
+// layers and steps (a prefill would otherwise allocate it per head).
+var chunkScratches sync.Pool
+
 type chunkScratch struct {
-	gam     []float32 // cumulative log decay in the chunk
-	u, wv   []float32 // [C][dv]: U, then V'
-	wk      []float32 // [C][dk]: −W
-	kt      []float32 // [dk][C]: keys scaled for the state update, transposed
-	coef    []float32 // [C]
-	qsc     []float32 // [dk]: a scaled query
-	qs, ks  [][]float32
-	vs      [][]float32
-	outRows [][]float32
-	bs      []float32
+	c, dk, dv int
+	gam       []float32 // cumulative log decay in the chunk
+	u, wv     []float32 // [C][dv]: U, then V'
+	wk        []float32 // [C][dk]: −W
+	kt        []float32 // [dk][C]: keys scaled for the state update, transposed
+	coef      []float32 // [C]
+	qsc       []float32 // [dk]: a scaled query
+	qs, ks    [][]float32
+	vs        [][]float32
+	outRows   [][]float32
+	bs        []float32
 }
 
 func newChunkScratch(c, dk, dv int) *chunkScratch {
-	return &chunkScratch{
+	return &chunkScratch{c: c, dk: dk, dv: dv,
 		gam: make([]float32, c), u: make([]float32, c*dv), wv: make([]float32, c*dv), wk: make([]float32, c*dk),
 		kt: make([]float32, dk*c), coef: make([]float32, c), qsc: make([]float32, dk),
 		qs: make([][]float32, c), ks: make([][]float32, c), vs: make([][]float32, c), outRows: make([][]float32, c),
