@@ -5,12 +5,14 @@ go 1.26.0
 require (
 	github.com/ardanlabs/jinja v1.8.0
 	github.com/dlclark/regexp2 v1.12.0
+	github.com/ebitengine/purego v0.11.3
 	github.com/openai/openai-go v1.12.0
 	github.com/prometheus/client_golang v1.25.0
 	github.com/prometheus/common v0.74.0
 	github.com/schollz/progressbar/v3 v3.19.1
 	github.com/spf13/cobra v1.10.2
 	golang.org/x/sys v0.50.0
+	golang.org/x/term v0.44.0
 	golang.org/x/text v0.44.0
 )
 
@@ -29,6 +31,5 @@ require (
 	github.com/tidwall/match v1.1.1 // indirect
 	github.com/tidwall/pretty v1.2.1 // indirect
 	github.com/tidwall/sjson v1.2.5 // indirect
-	golang.org/x/term v0.44.0 // indirect
 	google.golang.org/protobuf v1.36.12 // indirect
 )

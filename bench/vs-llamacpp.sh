@@ -31,6 +31,12 @@ done
 OUT=$(mktemp -d)
 go build -o "$OUT/govllm" ./cmd/govllm
 peak() { /usr/bin/time -f %M -o "$1" "${@:2}"; }
+# must runs a benchmark command with stderr kept, and stops the script with
+# the command's last words if it fails (set -e alone would end it silently).
+must() {
+  local what=$1; shift
+  "$@" 2> "$OUT/err" || { rc=$?; echo "$what failed on $M (exit $rc):" >&2; tail -5 "$OUT/err" >&2; exit 1; }
+}
 echo "date: $(date -u +%FT%TZ), cpu: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs), $(nproc) cores, threads: $T, llama.cpp: $("$LB" --version 2>&1 | grep -m1 -o 'version: .*' || echo unknown)"
 echo
 echo "| model | test | threads | govllm t/s | llama.cpp t/s | govllm / llama.cpp |"
@@ -38,12 +44,12 @@ echo "|---|---|---|---|---|---|"
 for M in "${MODELS[@]}"; do
   cat "$M" > /dev/null # both read the file from the page cache
   label=$(basename "$M" .gguf)
-  peak "$OUT/rss-l" "$LB" -m "$M" -p "$P" -n "$N" -t "$T" -r "$R" -o json > "$OUT/l.json" 2>/dev/null
-  peak "$OUT/rss-g" "$OUT/govllm" bench -m "$M" -p "$P" -n "$N" -t "$T" -r "$R" -o json > "$OUT/g.json" 2>/dev/null
+  must llama-bench peak "$OUT/rss-l" "$LB" -m "$M" -p "$P" -n "$N" -t "$T" -r "$R" -o json > "$OUT/l.json"
+  must "govllm bench" peak "$OUT/rss-g" "$OUT/govllm" bench -m "$M" -p "$P" -n "$N" -t "$T" -r "$R" -o json > "$OUT/g.json"
   args=(-label "$label" -llama "$OUT/l.json" -govllm "$OUT/g.json" -rss-llama "$(tail -1 "$OUT/rss-l")" -rss-govllm "$(tail -1 "$OUT/rss-g")")
   if [ -n "$LBB" ]; then
-    "$LBB" -m "$M" -npp "$P" -ntg "$N" -npl "$C" -t "$T" -c $(( (P + N) * C + 64 )) --output-format jsonl > "$OUT/lb.jsonl" 2>/dev/null
-    "$OUT/govllm" bench -m "$M" -p "$P" -n "$N" -t "$T" -r 1 --concurrency "$C" -o json > "$OUT/gb.json" 2>/dev/null
+    must llama-batched-bench "$LBB" -m "$M" -npp "$P" -ntg "$N" -npl "$C" -t "$T" -c $(( (P + N) * C + 64 )) --output-format jsonl > "$OUT/lb.jsonl"
+    must "govllm bench --concurrency" "$OUT/govllm" bench -m "$M" -p "$P" -n "$N" -t "$T" -r 1 --concurrency "$C" -o json > "$OUT/gb.json"
     args+=(-llama-batched "$OUT/lb.jsonl" -govllm-batched "$OUT/gb.json")
   fi
   go run ./bench/compare "${args[@]}"

@@ -77,7 +77,7 @@ func (a *Arena) Index(t *Tensor, i int) *Tensor {
 		panic("runtime: arena index out of range")
 	}
 	v := a.tensor()
-	v.init(t.dtype, t.data, t.offset+i*t.strides[0], t.shape[1:], t.strides[1:])
+	v.viewOf(t, t.offset+i*t.strides[0], t.shape[1:], t.strides[1:])
 	return v
 }
 

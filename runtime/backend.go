@@ -102,6 +102,13 @@ func run[K any](b *Backend, d Def[K], dt DType, c *check, ts []*Tensor, call fun
 			return b.opErr(d.ID, fmt.Errorf("%w: nil tensor operand", ErrShape), ts)
 		}
 	}
+	onDevice := b.dev != CPU
+	for i, t := range ts {
+		if t.OnDevice() != onDevice {
+			c.failf(ErrPlacement, "operand %d is in %s memory, the op runs on %s", i, map[bool]string{false: "host", true: "device"}[t.OnDevice()], b.dev)
+			break
+		}
+	}
 	if c.err != nil {
 		return b.opErr(d.ID, c.err, ts)
 	}

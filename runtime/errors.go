@@ -12,6 +12,7 @@ var (
 	ErrDType      = errors.New("unsupported dtype")
 	ErrContiguity = errors.New("layout not supported")
 	ErrNoKernel   = errors.New("no kernel registered")
+	ErrPlacement  = errors.New("tensor in the wrong memory")
 )
 
 // OpError is the error of a dispatch: it names the op, the device and the

@@ -201,3 +201,29 @@ func TestOpStringsAreGenerated(t *testing.T) {
 		}
 	}
 }
+
+func TestPlacementIsChecked(t *testing.T) {
+	reg := NewRegistry()
+	host := New(F32, 2, 4)
+	dev, err := FromDevice(F32, 0x1000, 2, 4) // never dereferenced: the check fails first
+	if err != nil {
+		t.Fatal(err)
+	}
+	if v, _ := dev.Slice(0, 1, 2); v.DevicePtr() != 0x1000+16 || !v.OnDevice() {
+		t.Errorf("view of a device tensor at %#x, want %#x", v.DevicePtr(), 0x1000+16)
+	}
+	for _, c := range []struct {
+		dev  Device
+		x, y *Tensor
+		want string
+	}{
+		{CPU, host, dev, "operand 2 is in device memory, the op runs on cpu"},
+		{CUDA, dev, host, "operand 2 is in host memory, the op runs on cuda"},
+	} {
+		err := NewBackend(reg, c.dev).Add(c.x, c.x, c.y)
+		var oe *OpError
+		if !errors.As(err, &oe) || !errors.Is(err, ErrPlacement) || oe.Op != OpAdd || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%v: got %v, want an add OpError saying %q", c.dev, err, c.want)
+		}
+	}
+}

@@ -13,6 +13,7 @@ type Tensor struct {
 	strides []int // allocates nothing beyond its Tensor
 	offset  int   // elements from the start of data
 	data    []byte
+	device  uintptr // base address of device memory; data is nil then
 	dims    [maxRank]int
 	strd    [maxRank]int
 }
@@ -39,6 +40,39 @@ func (t *Tensor) init(dt DType, data []byte, offset int, shape, strides []int) {
 		t.strides[i] = st
 		st *= shape[i]
 	}
+}
+
+// viewOf makes t a view of parent's buffer (host or device).
+func (t *Tensor) viewOf(parent *Tensor, offset int, shape, strides []int) {
+	t.init(parent.dtype, parent.data, offset, shape, strides)
+	t.device = parent.device
+}
+
+// FromDevice wraps device memory at base (not owned) as a contiguous tensor;
+// a backend's kernels read it through DevicePtr.
+func FromDevice(dt DType, base uintptr, shape ...int) (*Tensor, error) {
+	if e, _ := dt.Block(); e == 0 || (len(shape) > 0 && shape[len(shape)-1]%e != 0) {
+		return nil, fmt.Errorf("runtime: %w: %v for shape %v", ErrDType, dt, shape)
+	}
+	if base == 0 {
+		return nil, fmt.Errorf("runtime: device tensor %v %v at address 0", dt, shape)
+	}
+	t := &Tensor{}
+	t.init(dt, nil, 0, shape, nil)
+	t.device = base
+	return t, nil
+}
+
+// OnDevice reports whether the tensor's elements are in device memory.
+func (t *Tensor) OnDevice() bool { return t.device != 0 }
+
+// DevicePtr is the device address of the view's first element (0 for a host
+// tensor).
+func (t *Tensor) DevicePtr() uintptr {
+	if t.device == 0 {
+		return 0
+	}
+	return t.device + uintptr(t.dtype.ByteLen(t.offset))
 }
 
 // New allocates a zeroed, contiguous tensor.
@@ -139,6 +173,9 @@ func (t *Tensor) F32() []float32 {
 	if t.dtype != F32 {
 		panic("runtime: F32() on a " + t.dtype.String() + " tensor")
 	}
+	if t.device != 0 {
+		panic("runtime: F32() on a device tensor")
+	}
 	b := t.data[t.offset*4:]
 	if len(b) < 4 {
 		return nil
@@ -171,7 +208,7 @@ func (t *Tensor) sliceInto(v *Tensor, dim, start, end int) error {
 	if dim < 0 || dim >= len(t.shape) || start < 0 || end > t.shape[dim] || start > end {
 		return fmt.Errorf("runtime: %w: slice [%d:%d] of dim %d of shape %v", ErrShape, start, end, dim, t.shape)
 	}
-	v.init(t.dtype, t.data, t.offset+start*t.strides[dim], t.shape, t.strides)
+	v.viewOf(t, t.offset+start*t.strides[dim], t.shape, t.strides)
 	v.shape[dim] = end - start
 	return nil
 }
@@ -182,7 +219,7 @@ func (t *Tensor) Index(i int) (*Tensor, error) {
 		return nil, fmt.Errorf("runtime: %w: index %d of shape %v", ErrShape, i, t.shape)
 	}
 	v := &Tensor{}
-	v.init(t.dtype, t.data, t.offset+i*t.strides[0], t.shape[1:], t.strides[1:])
+	v.viewOf(t, t.offset+i*t.strides[0], t.shape[1:], t.strides[1:])
 	return v, nil
 }
 
@@ -217,7 +254,7 @@ func (t *Tensor) reshapeInto(v *Tensor, shape []int) error {
 	if !reshapeStrides(t.shape, t.strides, shape, strides) {
 		return fmt.Errorf("runtime: %w: reshape of a non-contiguous %v (strides %v) to %v", ErrContiguity, t.shape, t.strides, clone(shape))
 	}
-	v.init(t.dtype, t.data, t.offset, shape, strides)
+	v.viewOf(t, t.offset, shape, strides)
 	return nil
 }
 

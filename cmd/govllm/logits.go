@@ -70,7 +70,10 @@ func newLogitsCmd() *cobra.Command {
 func loadModel(dir, device string, composite bool) (*qwen35.Model, error) {
 	dev, ok := backends.ParseDevice(device)
 	if !ok {
-		return nil, fmt.Errorf("--device %q: unknown device (want cpu)", device)
+		return nil, fmt.Errorf("--device %q: unknown device (want cpu or cuda)", device)
+	}
+	if err := backends.Usable(dev); err != nil {
+		return nil, err
 	}
 	reg, err := backends.Registry()
 	if err != nil {

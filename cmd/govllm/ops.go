@@ -71,7 +71,17 @@ func printMatrix(w io.Writer, reg *rt.Registry) error {
 			fmt.Fprintln(tw)
 		}
 	}
-	return tw.Flush()
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	// Registered is what is compiled in; whether a device runs here is a
+	// separate question, answered at the end.
+	for _, d := range rt.Devices {
+		if err := backends.Usable(d); err != nil {
+			fmt.Fprintf(w, "\n%s here: %v\n", d, err)
+		}
+	}
+	return nil
 }
 
 func printModelCoverage(w io.Writer, reg *rt.Registry, dev rt.Device, paths []rt.Path) error {

@@ -105,7 +105,10 @@ func serve(ctx context.Context, modelDir string, f serveFlags, ready chan<- stri
 	}
 	dev, ok := backends.ParseDevice(f.device)
 	if !ok {
-		return fmt.Errorf("--device %q: unknown device", f.device)
+		return fmt.Errorf("--device %q: unknown device (want cpu or cuda)", f.device)
+	}
+	if err := backends.Usable(dev); err != nil {
+		return err
 	}
 	reg, err := backends.Registry()
 	if err != nil {

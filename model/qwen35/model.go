@@ -112,6 +112,11 @@ func LoadFrom(cfg *Config, src model.Source, be *rt.Backend, opts Options) (*Mod
 	if err := be.Check(need); err != nil {
 		return nil, fmt.Errorf("qwen35: cannot run on %s: %w", be.Device(), err)
 	}
+	if be.Device() != rt.CPU {
+		// The kernels exist (runtime/cuda); weights, KV blocks, state slots
+		// and activations are not placed in device memory yet.
+		return nil, fmt.Errorf("qwen35: the model does not place its weights and caches in %s memory yet; run it with --device cpu", be.Device())
+	}
 	b := newBinder(src, true)
 	b.progress = opts.Progress
 	m := bindModel(b, cfg)

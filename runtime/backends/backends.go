@@ -1,16 +1,22 @@
 // Package backends assembles the registry of every backend compiled into
-// govllm. Today that is the CPU; the CUDA backend will register here too.
+// govllm: the CPU, and CUDA (usable where a GPU and its libraries are).
 package backends
 
 import (
+	"fmt"
+
 	rt "github.com/govllm/govllm/runtime"
 	"github.com/govllm/govllm/runtime/cpu"
+	"github.com/govllm/govllm/runtime/cuda"
 )
 
 // Registry returns a fresh registry holding every backend's kernels.
 func Registry() (*rt.Registry, error) {
 	reg := rt.NewRegistry()
 	if err := cpu.Register(reg); err != nil {
+		return nil, err
+	}
+	if err := cuda.Register(reg); err != nil {
 		return nil, err
 	}
 	return reg, nil
@@ -24,4 +30,15 @@ func ParseDevice(name string) (rt.Device, bool) {
 		}
 	}
 	return 0, false
+}
+
+// Usable reports why dev cannot run here (no GPU, no driver, no NVRTC or
+// cuBLAS), or nil.
+func Usable(dev rt.Device) error {
+	if dev == rt.CUDA {
+		if err := cuda.Available(); err != nil {
+			return fmt.Errorf("--device cuda: CUDA is unavailable: %w", err)
+		}
+	}
+	return nil
 }

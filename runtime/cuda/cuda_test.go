@@ -1,0 +1,272 @@
+//go:build linux && amd64
+
+package cuda_test
+
+import (
+	"math"
+	"math/rand/v2"
+	"testing"
+
+	rt "github.com/govllm/govllm/runtime"
+	"github.com/govllm/govllm/runtime/cpu"
+	"github.com/govllm/govllm/runtime/cuda"
+)
+
+// pair runs each op on the CPU and on the GPU from the same inputs.
+type pair struct {
+	t        *testing.T
+	ctx      *cuda.Context
+	cpu, gpu *rt.Backend
+	rng      *rand.Rand
+	dev      map[*rt.Tensor]*rt.Tensor // host tensor → its device copy
+}
+
+func newPair(t *testing.T) *pair {
+	t.Helper()
+	ctx, err := cuda.Open()
+	if err != nil {
+		t.Skipf("no CUDA here: %v", err)
+	}
+	reg := rt.NewRegistry()
+	if err := cpu.Register(reg); err != nil {
+		t.Fatal(err)
+	}
+	if err := cuda.Register(reg); err != nil {
+		t.Fatal(err)
+	}
+	return &pair{t: t, ctx: ctx, cpu: rt.NewBackend(reg, rt.CPU), gpu: rt.NewBackend(reg, rt.CUDA),
+		rng: rand.New(rand.NewPCG(1, 2)), dev: map[*rt.Tensor]*rt.Tensor{}}
+}
+
+func (p *pair) random(scale float32, shape ...int) *rt.Tensor {
+	x := rt.New(rt.F32, shape...)
+	for i := range x.F32() {
+		x.F32()[i] = float32(p.rng.NormFloat64()) * scale
+	}
+	return x
+}
+
+// d is the device copy of host tensor h (made once).
+func (p *pair) d(h *rt.Tensor) *rt.Tensor {
+	if g, ok := p.dev[h]; ok {
+		return g
+	}
+	g, err := p.ctx.Upload(h)
+	if err != nil {
+		p.t.Fatal(err)
+	}
+	p.t.Cleanup(func() { p.ctx.Free(g) })
+	p.dev[h] = g
+	return g
+}
+
+// same checks that the device copy of each host tensor equals it within tol
+// (relative to the largest magnitude).
+func (p *pair) same(tol float64, hs ...*rt.Tensor) {
+	p.t.Helper()
+	if err := p.ctx.Sync(); err != nil {
+		p.t.Fatal(err)
+	}
+	for _, h := range hs {
+		got := rt.New(rt.F32, h.Shape()...)
+		if err := p.ctx.Download(got, p.d(h)); err != nil {
+			p.t.Fatal(err)
+		}
+		var diff, scale float64
+		for i, w := range h.F32()[:h.Len()] {
+			diff = max(diff, math.Abs(float64(got.F32()[i])-float64(w)))
+			scale = max(scale, math.Abs(float64(w)))
+		}
+		if diff > tol*max(scale, 1e-6) || math.IsNaN(diff) {
+			p.t.Errorf("%v: max difference %.3g against a largest value of %.3g", h.Shape(), diff, scale)
+		}
+	}
+}
+
+// both runs f on the GPU, then on the CPU: a tensor's device copy is made
+// at its first use, before the CPU run changes it in place.
+func (p *pair) both(f func(b *rt.Backend, d func(*rt.Tensor) *rt.Tensor) error) {
+	p.t.Helper()
+	if err := f(p.gpu, p.d); err != nil {
+		p.t.Fatal("cuda: ", err)
+	}
+	if err := f(p.cpu, func(h *rt.Tensor) *rt.Tensor { return h }); err != nil {
+		p.t.Fatal("cpu: ", err)
+	}
+}
+
+func TestElementwiseAgreesWithCPU(t *testing.T) {
+	p := newPair(t)
+	const rows, cols = 37, 1000
+	a, b, z, w := p.random(1, rows, cols), p.random(1, rows, cols), p.random(1, rows, cols), p.random(0.3, cols)
+	g1 := p.random(2, rows, 1)
+	sum, s, sw, sm, sm1 := rt.New(rt.F32, rows, cols), rt.New(rt.F32, rows, cols), rt.New(rt.F32, rows, cols), rt.New(rt.F32, rows, cols), rt.New(rt.F32, rows, cols)
+	n, no, gn, l2 := rt.New(rt.F32, rows, cols), rt.New(rt.F32, rows, cols), rt.New(rt.F32, rows, cols), rt.New(rt.F32, rows, cols)
+	p.both(func(be *rt.Backend, d func(*rt.Tensor) *rt.Tensor) error {
+		for _, err := range []error{
+			be.Add(d(sum), d(a), d(b)), be.SiLU(d(s), d(a)), be.SwiGLU(d(sw), d(a), d(b)),
+			be.SigmoidMul(d(sm), d(a), d(b)), be.SigmoidMul(d(sm1), d(a), d(g1)),
+			be.RMSNorm(d(n), d(a), d(w), 1e-6), be.RMSNormOffset(d(no), d(a), d(w), 1e-6),
+			be.GatedRMSNorm(d(gn), d(a), d(z), d(w), 1e-6), be.L2Norm(d(l2), d(b), 1e-6),
+		} {
+			if err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	p.same(1e-5, sum, s, sw, sm, sm1, n, no, gn, l2)
+}
+
+func TestAttentionOpsAgreeWithCPU(t *testing.T) {
+	p := newPair(t)
+	const T, hq, hkv, dim = 5, 8, 2, 256
+	positions := []int32{3, 4, 5, 6, 7}
+	for _, rd := range []int{0, 64, dim} {
+		qg := p.random(1, T, hq, 2*dim)
+		q, gate := rt.New(rt.F32, T, hq, dim), rt.New(rt.F32, T, hq, dim)
+		q2, gate2 := rt.New(rt.F32, T, hq, dim), rt.New(rt.F32, T, hq, dim)
+		k, k2 := p.random(1, T, hkv, dim), (*rt.Tensor)(nil)
+		k2 = rt.New(rt.F32, T, hkv, dim)
+		copy(k2.F32(), k.F32())
+		qw, kw := p.random(0.2, dim), p.random(0.2, dim)
+		params := rt.PreambleParams{RotaryDim: rd, Theta: 1e7, Eps: 1e-6}
+		p.both(func(be *rt.Backend, d func(*rt.Tensor) *rt.Tensor) error {
+			if err := be.AttnPreamble(d(q), d(gate), d(qg), d(k), d(qw), d(kw), positions, params); err != nil {
+				return err
+			}
+			// The composite path: split, norms, rotations.
+			if err := be.SplitQueryGate(d(q2), d(gate2), d(qg)); err != nil {
+				return err
+			}
+			if err := be.RMSNormOffset(d(q2), d(q2), d(qw), 1e-6); err != nil {
+				return err
+			}
+			if err := be.RMSNormOffset(d(k2), d(k2), d(kw), 1e-6); err != nil {
+				return err
+			}
+			if err := be.RoPENeoX(d(q2), positions, rd, 1e7); err != nil {
+				return err
+			}
+			return be.RoPENeoX(d(k2), positions, rd, 1e7)
+		})
+		p.same(1e-5, q, gate, k, q2, gate2, k2)
+	}
+}
+
+func TestPagedAttentionAgreesWithCPU(t *testing.T) {
+	p := newPair(t)
+	const hq, hkv, dim, bs, blocks = 8, 2, 256, 16, 12
+	kc, vc := rt.New(rt.F32, blocks*bs, hkv, dim), rt.New(rt.F32, blocks*bs, hkv, dim)
+	// Two sequences: 40 cached tokens + 3 new, and a fresh one of 20.
+	seqs := []rt.AttnSeq{{Row: 0, Len: 3, Start: 40, Blocks: []int32{7, 2, 9}}, {Row: 3, Len: 20, Start: 0, Blocks: []int32{4, 0}}}
+	var slots []int32
+	for _, s := range seqs {
+		for pos := range s.Start + s.Len {
+			slots = append(slots, s.Blocks[pos/bs]*bs+int32(pos%bs))
+		}
+	}
+	kx, vx := p.random(1, len(slots), hkv, dim), p.random(1, len(slots), hkv, dim)
+	q := p.random(1, 23, hq, dim)
+	out := rt.New(rt.F32, 23, hq, dim)
+	p.both(func(be *rt.Backend, d func(*rt.Tensor) *rt.Tensor) error {
+		if err := be.KVWrite(d(kc), d(kx), slots); err != nil {
+			return err
+		}
+		if err := be.KVWrite(d(vc), d(vx), slots); err != nil {
+			return err
+		}
+		return be.Attention(d(out), d(q), d(kc), d(vc), seqs, bs, 1/16.)
+	})
+	p.same(1e-5, kc, vc, out)
+}
+
+func TestDeltaNetOpsAgreeWithCPU(t *testing.T) {
+	p := newPair(t)
+	const hk, hv, dk, dv, C, K = 4, 8, 128, 128, 96, 4
+	for _, T := range []int{1, 70} {
+		x, w := p.random(1, T, C), p.random(0.5, C, K)
+		state, conv := p.random(1, K-1, C), rt.New(rt.F32, T, C)
+		a, b, alog, dtb := p.random(1, T, hv), p.random(1, T, hv), p.random(0.5, hv), p.random(0.5, hv)
+		g, beta := rt.New(rt.F32, T, hv), rt.New(rt.F32, T, hv)
+		q, k, v := p.random(1, T, hk, dk), p.random(1, T, hk, dk), p.random(1, T, hv, dv)
+		rec, chunked := rt.New(rt.F32, T, hv, dv), rt.New(rt.F32, T, hv, dv)
+		s0 := p.random(0.1, hv, dk, dv)
+		s1 := rt.New(rt.F32, hv, dk, dv)
+		copy(s1.F32(), s0.F32())
+		p.both(func(be *rt.Backend, d func(*rt.Tensor) *rt.Tensor) error {
+			if err := be.Conv1dCausal(d(conv), d(x), d(w), d(state)); err != nil {
+				return err
+			}
+			if err := be.GDNGating(d(g), d(beta), d(a), d(b), d(alog), d(dtb)); err != nil {
+				return err
+			}
+			if err := be.L2Norm(d(q), d(q), 1e-6); err != nil {
+				return err
+			}
+			if err := be.L2Norm(d(k), d(k), 1e-6); err != nil {
+				return err
+			}
+			if err := be.DeltaRuleRecurrent(d(rec), d(q), d(k), d(v), d(g), d(beta), d(s0), rt.DeltaRuleParams{}); err != nil {
+				return err
+			}
+			return be.DeltaRuleChunked(d(chunked), d(q), d(k), d(v), d(g), d(beta), d(s1), rt.DeltaRuleParams{Chunk: 64, TiledHeads: true})
+		})
+		p.same(1e-4, conv, state, g, beta, rec, s0, chunked, s1)
+	}
+}
+
+func TestMatMulAndEmbeddingAgreeWithCPU(t *testing.T) {
+	p := newPair(t)
+	const N, K = 300, 1024
+	for _, dt := range []rt.DType{rt.F32, rt.BF16, rt.F16} {
+		wf := p.random(0.05, N, K)
+		w := wf
+		if dt != rt.F32 {
+			w = rt.New(dt, N, K)
+			for i, f := range wf.F32()[:wf.Len()] {
+				if dt == rt.BF16 {
+					w.U16()[i] = rt.F32ToBF16(f)
+				} else {
+					w.U16()[i] = rt.F32ToF16(f)
+				}
+			}
+		}
+		for _, M := range []int{1, 7, 64} {
+			x := p.random(1, M, K)
+			out := rt.New(rt.F32, M, N)
+			emb := rt.New(rt.F32, 3, K)
+			p.both(func(be *rt.Backend, d func(*rt.Tensor) *rt.Tensor) error {
+				if err := be.MatMul(d(out), d(x), d(w)); err != nil {
+					return err
+				}
+				return be.Embedding(d(emb), d(w), []int32{5, 0, N - 1})
+			})
+			// 16-bit weights take activations rounded to their type on the
+			// GPU: ~2^-8 relative per product for bf16.
+			tol := 1e-5
+			if dt != rt.F32 {
+				tol = 2e-2
+			}
+			p.t.Logf("%v M=%d", dt, M)
+			p.same(tol, out)
+			p.same(0, emb)
+		}
+	}
+}
+
+func TestCoverageMatrixHasCUDA(t *testing.T) {
+	reg := rt.NewRegistry()
+	if err := cuda.Register(reg); err != nil {
+		t.Fatal(err)
+	}
+	for _, op := range []rt.OpID{rt.OpMatMul, rt.OpAttention, rt.OpDeltaRuleRecurrent, rt.OpAttnPreamble, rt.OpSplitQueryGate} {
+		dt := rt.F32
+		if op == rt.OpMatMul {
+			dt = rt.BF16
+		}
+		if _, ok := reg.Selected(op, rt.CUDA, dt); !ok {
+			t.Errorf("%s[%v] is not registered for cuda", op, dt)
+		}
+	}
+}

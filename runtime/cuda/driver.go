@@ -1,0 +1,329 @@
+//go:build linux && amd64
+
+package cuda
+
+import (
+	"fmt"
+	"runtime"
+	"sync"
+	"unsafe"
+
+	rt "github.com/govllm/govllm/runtime"
+)
+
+// The driver API entry points (libcuda), bound by load.
+var (
+	cuInit                   func(flags uint32) int32
+	cuDeviceGetCount         func(n *int32) int32
+	cuDeviceGet              func(dev *int32, ordinal int32) int32
+	cuDeviceGetName          func(name *byte, n int32, dev int32) int32
+	cuDeviceGetAttribute     func(v *int32, attr int32, dev int32) int32
+	cuDevicePrimaryCtxRetain func(ctx *uintptr, dev int32) int32
+	cuCtxSetCurrent          func(ctx uintptr) int32
+	cuCtxSynchronize         func() int32
+	cuMemAlloc               func(p *uintptr, n uintptr) int32
+	cuMemFree                func(p uintptr) int32
+	cuMemcpyHtoD             func(dst uintptr, src unsafe.Pointer, n uintptr) int32
+	cuMemcpyDtoH             func(dst unsafe.Pointer, src uintptr, n uintptr) int32
+	cuMemsetD8               func(dst uintptr, v uint8, n uintptr) int32
+	cuModuleLoadData         func(mod *uintptr, image unsafe.Pointer) int32
+	cuModuleGetFunction      func(fn *uintptr, mod uintptr, name string) int32
+	cuFuncSetAttribute       func(fn uintptr, attr int32, v int32) int32
+	cuLaunchKernel           func(fn uintptr, gx, gy, gz, bx, by, bz uint32, shared uint32, stream uintptr, params unsafe.Pointer, extra unsafe.Pointer) int32
+	cuGetErrorName           func(code int32, s **byte) int32
+	cuDriverGetVersion       func(v *int32) int32
+	cuDeviceTotalMem         func(n *uintptr, dev int32) int32
+)
+
+const (
+	attrComputeMajor     = 75
+	attrComputeMinor     = 76
+	attrMultiprocessors  = 16
+	funcAttrMaxDynShared = 8
+)
+
+// Context is the CUDA state of one GPU: its primary context, the compiled
+// kernels, cuBLAS and a sticky error. Kernels report failures to the
+// context (their signatures return nothing, like CUDA's own launches); Sync
+// returns the first one.
+type Context struct {
+	ctx      uintptr
+	Name     string
+	Major    int
+	Minor    int
+	SMs      int
+	TotalMem uintptr
+	Driver   int
+
+	mod  uintptr
+	fns  map[string]uintptr
+	blas *blas
+
+	mu      sync.Mutex
+	err     error
+	scratch []devBuf // host arrays copied per call (positions, ids, tables)
+}
+
+type devBuf struct {
+	ptr uintptr
+	n   uintptr
+}
+
+var (
+	openOnce sync.Once
+	global   *Context
+	openErr  error
+)
+
+// Open returns the context of GPU 0, loading the libraries and compiling
+// the kernels on first use; the error says why CUDA is unavailable.
+func Open() (*Context, error) {
+	openOnce.Do(func() { global, openErr = open() })
+	return global, openErr
+}
+
+// Available reports why CUDA cannot be used, or nil.
+func Available() error {
+	_, err := Open()
+	return err
+}
+
+func open() (*Context, error) {
+	lib, err := openLibrary("the CUDA driver (libcuda)", []string{"libcuda.so.1", "libcuda.so"},
+		[]string{"/usr/local/nvidia/lib64", "/usr/lib/x86_64-linux-gnu", "/usr/lib/wsl/lib", "/usr/lib64"})
+	if err != nil {
+		return nil, fmt.Errorf("cuda: %w", err)
+	}
+	err = lib.bind(map[string]any{
+		"cuInit": &cuInit, "cuDeviceGetCount": &cuDeviceGetCount, "cuDeviceGet": &cuDeviceGet,
+		"cuDeviceGetName": &cuDeviceGetName, "cuDeviceGetAttribute": &cuDeviceGetAttribute,
+		"cuDevicePrimaryCtxRetain": &cuDevicePrimaryCtxRetain, "cuCtxSetCurrent": &cuCtxSetCurrent,
+		"cuCtxSynchronize": &cuCtxSynchronize, "cuMemAlloc_v2": &cuMemAlloc, "cuMemFree_v2": &cuMemFree,
+		"cuMemcpyHtoD_v2": &cuMemcpyHtoD, "cuMemcpyDtoH_v2": &cuMemcpyDtoH, "cuMemsetD8_v2": &cuMemsetD8,
+		"cuModuleLoadData": &cuModuleLoadData, "cuModuleGetFunction": &cuModuleGetFunction,
+		"cuFuncSetAttribute": &cuFuncSetAttribute, "cuLaunchKernel": &cuLaunchKernel,
+		"cuGetErrorName": &cuGetErrorName, "cuDriverGetVersion": &cuDriverGetVersion,
+		"cuDeviceTotalMem_v2": &cuDeviceTotalMem,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("cuda: %w", err)
+	}
+	if err := check("cuInit", cuInit(0)); err != nil {
+		return nil, err
+	}
+	var n int32
+	if err := check("cuDeviceGetCount", cuDeviceGetCount(&n)); err != nil {
+		return nil, err
+	}
+	if n == 0 {
+		return nil, fmt.Errorf("%w: the driver loaded but reports no device", errNoGPU)
+	}
+	var dev int32
+	if err := check("cuDeviceGet", cuDeviceGet(&dev, 0)); err != nil {
+		return nil, err
+	}
+	c := &Context{fns: map[string]uintptr{}}
+	var name [256]byte
+	cuDeviceGetName(&name[0], int32(len(name)), dev)
+	for i, b := range name {
+		if b == 0 {
+			c.Name = string(name[:i])
+			break
+		}
+	}
+	var v int32
+	cuDeviceGetAttribute(&v, attrComputeMajor, dev)
+	c.Major = int(v)
+	cuDeviceGetAttribute(&v, attrComputeMinor, dev)
+	c.Minor = int(v)
+	cuDeviceGetAttribute(&v, attrMultiprocessors, dev)
+	c.SMs = int(v)
+	cuDriverGetVersion(&v)
+	c.Driver = int(v)
+	cuDeviceTotalMem(&c.TotalMem, dev)
+	if err := check("cuDevicePrimaryCtxRetain", cuDevicePrimaryCtxRetain(&c.ctx, dev)); err != nil {
+		return nil, err
+	}
+	err = c.do(func() error {
+		image, err := compileKernels(c.Major, c.Minor)
+		if err != nil {
+			return err
+		}
+		if err := check("cuModuleLoadData", cuModuleLoadData(&c.mod, unsafe.Pointer(unsafe.SliceData(image)))); err != nil {
+			return err
+		}
+		c.blas, err = openBLAS()
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	return c, nil
+}
+
+// check turns a CUresult into an error naming the call.
+func check(call string, code int32) error {
+	if code == 0 {
+		return nil
+	}
+	name := "unknown"
+	var s *byte
+	if cuGetErrorName != nil && cuGetErrorName(code, &s) == 0 && s != nil {
+		name = cString(s)
+	}
+	return fmt.Errorf("cuda: %s failed: %s (%d)", call, name, code)
+}
+
+func cString(p *byte) string {
+	var b []byte
+	for q := unsafe.Pointer(p); *(*byte)(q) != 0; q = unsafe.Add(q, 1) {
+		b = append(b, *(*byte)(q))
+	}
+	return string(b)
+}
+
+// do runs f on a locked OS thread with the context current (driver
+// contexts are per thread; goroutines are not).
+func (c *Context) do(f func() error) error {
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	if err := check("cuCtxSetCurrent", cuCtxSetCurrent(c.ctx)); err != nil {
+		return err
+	}
+	return f()
+}
+
+// fail records the first error of a kernel call.
+func (c *Context) fail(err error) {
+	c.mu.Lock()
+	if c.err == nil {
+		c.err = err
+	}
+	c.mu.Unlock()
+}
+
+// Sync waits for the GPU and returns (and clears) the first error recorded
+// since the last Sync.
+func (c *Context) Sync() error {
+	err := c.do(func() error { return check("cuCtxSynchronize", cuCtxSynchronize()) })
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.err != nil {
+		err, c.err = c.err, nil
+	}
+	return err
+}
+
+// Alloc allocates a zeroed device tensor. Free releases it.
+func (c *Context) Alloc(dt rt.DType, shape ...int) (*rt.Tensor, error) {
+	n := 1
+	for _, d := range shape {
+		n *= d
+	}
+	bytes := uintptr(dt.ByteLen(n))
+	var p uintptr
+	err := c.do(func() error {
+		if err := check("cuMemAlloc", cuMemAlloc(&p, max(bytes, 256))); err != nil {
+			return fmt.Errorf("%w (%d bytes for %v %v)", err, bytes, dt, shape)
+		}
+		return check("cuMemsetD8", cuMemsetD8(p, 0, max(bytes, 256)))
+	})
+	if err != nil {
+		return nil, err
+	}
+	return rt.FromDevice(dt, p, shape...)
+}
+
+// Free releases a tensor made by Alloc or Upload (not a view of one).
+func (c *Context) Free(t *rt.Tensor) error {
+	return c.do(func() error { return check("cuMemFree", cuMemFree(t.DevicePtr())) })
+}
+
+// Upload copies a contiguous host tensor into new device memory.
+func (c *Context) Upload(t *rt.Tensor) (*rt.Tensor, error) {
+	if !t.IsContiguous() {
+		return nil, fmt.Errorf("cuda: upload of a non-contiguous %v %v", t.DType(), t.Shape())
+	}
+	d, err := c.Alloc(t.DType(), t.Shape()...)
+	if err != nil {
+		return nil, err
+	}
+	b := t.Bytes()[:t.DType().ByteLen(t.Len())]
+	if len(b) == 0 {
+		return d, nil
+	}
+	err = c.do(func() error {
+		return check("cuMemcpyHtoD", cuMemcpyHtoD(d.DevicePtr(), unsafe.Pointer(unsafe.SliceData(b)), uintptr(len(b))))
+	})
+	return d, err
+}
+
+// Download copies device tensor src into the contiguous host tensor dst of
+// the same dtype and size; it waits for the GPU first.
+func (c *Context) Download(dst, src *rt.Tensor) error {
+	if dst.DType() != src.DType() || dst.Len() != src.Len() || !dst.IsContiguous() || !src.IsContiguous() {
+		return fmt.Errorf("cuda: download of %v %v into %v %v", src.DType(), src.Shape(), dst.DType(), dst.Shape())
+	}
+	b := dst.Bytes()[:dst.DType().ByteLen(dst.Len())]
+	if len(b) == 0 {
+		return nil
+	}
+	return c.do(func() error {
+		return check("cuMemcpyDtoH", cuMemcpyDtoH(unsafe.Pointer(unsafe.SliceData(b)), src.DevicePtr(), uintptr(len(b))))
+	})
+}
+
+// scratch returns device scratch slot i with room for n bytes, grown as
+// needed. Copies on the legacy stream wait for the kernels before them, so
+// a slot is refilled only after its last reader.
+func (c *Context) scratchBytes(slot int, n uintptr) (uintptr, error) {
+	for len(c.scratch) <= slot {
+		c.scratch = append(c.scratch, devBuf{})
+	}
+	b := &c.scratch[slot]
+	if b.n < n {
+		if b.ptr != 0 {
+			// Freeing waits for the kernels that still read it.
+			if err := check("cuCtxSynchronize", cuCtxSynchronize()); err != nil {
+				return 0, err
+			}
+			cuMemFree(b.ptr)
+			b.ptr, b.n = 0, 0
+		}
+		size := max(n, 4096)
+		if err := check("cuMemAlloc", cuMemAlloc(&b.ptr, size)); err != nil {
+			return 0, fmt.Errorf("%w (%d bytes of scratch)", err, size)
+		}
+		b.n = size
+	}
+	return b.ptr, nil
+}
+
+// hostInts copies v into scratch slot i and returns its device address.
+func (c *Context) hostInts(slot int, v []int32) (uintptr, error) {
+	ptr, err := c.scratchBytes(slot, uintptr(4*max(len(v), 1)))
+	if err != nil || len(v) == 0 {
+		return ptr, err
+	}
+	return ptr, check("cuMemcpyHtoD", cuMemcpyHtoD(ptr, unsafe.Pointer(unsafe.SliceData(v)), uintptr(4*len(v))))
+}
+
+// launch runs kernel name on a 1-D grid with the given arguments (each a
+// pointer to its value).
+func (c *Context) launch(name string, grid, block, shared int, args ...unsafe.Pointer) error {
+	fn, ok := c.fns[name]
+	if !ok {
+		if err := check("cuModuleGetFunction "+name, cuModuleGetFunction(&fn, c.mod, name)); err != nil {
+			return err
+		}
+		if shared > 48<<10 {
+			cuFuncSetAttribute(fn, funcAttrMaxDynShared, int32(shared))
+		}
+		c.fns[name] = fn
+	}
+	if grid == 0 {
+		return nil
+	}
+	return check("cuLaunchKernel "+name, cuLaunchKernel(fn, uint32(grid), 1, 1, uint32(block), 1, 1, uint32(shared), 0,
+		unsafe.Pointer(unsafe.SliceData(args)), nil))
+}

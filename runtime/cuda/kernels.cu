@@ -1,0 +1,313 @@
+// govllm CUDA kernels, compiled at run time by NVRTC (see nvrtc.go).
+// Activations are f32. A "row" argument set is (pointer, row stride in
+// elements); rows have a dense last dimension.
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+
+typedef long long i64;
+
+__device__ __forceinline__ float warp_sum(float v) {
+    for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+    return v;
+}
+
+__device__ __forceinline__ float warp_max(float v) {
+    for (int o = 16; o > 0; o >>= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
+    return v;
+}
+
+// block_sum returns the sum over the block to every thread (blockDim.x a
+// multiple of 32, at most 1024).
+__device__ float block_sum(float v) {
+    __shared__ float part[32];
+    int lane = threadIdx.x & 31, w = threadIdx.x >> 5;
+    v = warp_sum(v);
+    __syncthreads();
+    if (lane == 0) part[w] = v;
+    __syncthreads();
+    int nw = (blockDim.x + 31) >> 5;
+    v = lane < nw ? part[lane] : 0.f;
+    return warp_sum(v);
+}
+
+__device__ __forceinline__ float sigmoidf_(float x) { return 1.f / (1.f + expf(-x)); }
+
+extern "C" {
+
+// One block per row for the row kernels below.
+
+__global__ void add_f32(float* d, i64 sd, const float* a, i64 sa, const float* b, i64 sb, int cols) {
+    i64 r = blockIdx.x;
+    for (int i = threadIdx.x; i < cols; i += blockDim.x) d[r * sd + i] = a[r * sa + i] + b[r * sb + i];
+}
+
+// swiglu_f32: d = silu(g) * u, or silu(g) where u is null.
+__global__ void swiglu_f32(float* d, i64 sd, const float* g, i64 sg, const float* u, i64 su, int cols) {
+    i64 r = blockIdx.x;
+    for (int i = threadIdx.x; i < cols; i += blockDim.x) {
+        float x = g[r * sg + i];
+        float s = x * sigmoidf_(x);
+        d[r * sd + i] = u ? s * u[r * su + i] : s;
+    }
+}
+
+// sigmoid_mul_f32: d = x * sigmoid(gate); a gate row of one element broadcasts.
+__global__ void sigmoid_mul_f32(float* d, i64 sd, const float* x, i64 sx, const float* g, i64 sg, int cols, int gcols) {
+    i64 r = blockIdx.x;
+    for (int i = threadIdx.x; i < cols; i += blockDim.x)
+        d[r * sd + i] = x[r * sx + i] * sigmoidf_(g[r * sg + (gcols == 1 ? 0 : i)]);
+}
+
+// rms_norm_f32: d = x / rms(x) * (w or 1 + w); gated: times silu(z).
+__global__ void rms_norm_f32(float* d, i64 sd, const float* x, i64 sx, const float* w, const float* z, i64 sz,
+                             int cols, float eps, int offset) {
+    i64 r = blockIdx.x;
+    const float* xr = x + r * sx;
+    float ss = 0.f;
+    for (int i = threadIdx.x; i < cols; i += blockDim.x) ss += xr[i] * xr[i];
+    float inv = rsqrtf(block_sum(ss) / cols + eps);
+    for (int i = threadIdx.x; i < cols; i += blockDim.x) {
+        float y = xr[i] * inv * (offset ? 1.f + w[i] : w[i]);
+        if (z) {
+            float g = z[r * sz + i];
+            y *= g * sigmoidf_(g);
+        }
+        d[r * sd + i] = y;
+    }
+}
+
+__global__ void l2_norm_f32(float* d, i64 sd, const float* x, i64 sx, int cols, float eps) {
+    i64 r = blockIdx.x;
+    const float* xr = x + r * sx;
+    float ss = 0.f;
+    for (int i = threadIdx.x; i < cols; i += blockDim.x) ss += xr[i] * xr[i];
+    float inv = rsqrtf(block_sum(ss) + eps);
+    for (int i = threadIdx.x; i < cols; i += blockDim.x) d[r * sd + i] = xr[i] * inv;
+}
+
+// split_query_gate_f32: row r of qg is [q | gate], each of cols.
+__global__ void split_query_gate_f32(float* q, i64 sq, float* gate, i64 sg, const float* qg, i64 sqg, int cols) {
+    i64 r = blockIdx.x;
+    for (int i = threadIdx.x; i < cols; i += blockDim.x) {
+        q[r * sq + i] = qg[r * sqg + i];
+        gate[r * sg + i] = qg[r * sqg + cols + i];
+    }
+}
+
+// rotate applies NeoX rotation to the first rdim channels of row x at
+// position pos, with the angles computed as transformers does (f32 inverse
+// frequencies and products); the caller synchronises before and after.
+__device__ void rotate(float* x, int pos, int rdim, float theta) {
+    int half = rdim / 2;
+    for (int i = threadIdx.x; i < half; i += blockDim.x) {
+        float inv = 1.f / (float)pow((double)theta, (double)((float)(2 * i) / (float)rdim));
+        double a = (double)((float)pos * inv);
+        float c = (float)cos(a), s = (float)sin(a);
+        float x0 = x[i], x1 = x[i + half];
+        x[i] = x0 * c - x1 * s;
+        x[i + half] = x1 * c + x0 * s;
+    }
+}
+
+// rope_neox_f32: rows are (token, head) with heads per token; in place.
+__global__ void rope_neox_f32(float* x, i64 sx, const int* pos, int heads, int rdim, float theta) {
+    i64 r = blockIdx.x;
+    rotate(x + r * sx, pos[r / heads], rdim, theta);
+}
+
+// attn_preamble_f32: per token, hq query rows (split from qg, normalised
+// with 1 + qw, rotated) then hkv key rows (normalised with 1 + kw in place,
+// rotated). One block per (token, head) row.
+__global__ void attn_preamble_f32(float* q, i64 sq, float* gate, i64 sg, const float* qg, i64 sqg, float* k, i64 sk,
+                                  const float* qw, const float* kw, const int* pos, int hq, int hkv, int dim,
+                                  int rdim, float theta, float eps) {
+    int row = blockIdx.x, t = row / (hq + hkv), h = row % (hq + hkv);
+    const float* src;
+    float* dst;
+    const float* w;
+    if (h < hq) {
+        i64 r = (i64)t * hq + h;
+        src = qg + r * sqg;
+        dst = q + r * sq;
+        w = qw;
+        for (int i = threadIdx.x; i < dim; i += blockDim.x) gate[r * sg + i] = src[dim + i];
+    } else {
+        dst = k + ((i64)t * hkv + h - hq) * sk;
+        src = dst;
+        w = kw;
+    }
+    float ss = 0.f;
+    for (int i = threadIdx.x; i < dim; i += blockDim.x) ss += src[i] * src[i];
+    float inv = rsqrtf(block_sum(ss) / dim + eps);
+    for (int i = threadIdx.x; i < dim; i += blockDim.x) dst[i] = src[i] * inv * (1.f + w[i]);
+    __syncthreads();
+    if (rdim > 0) rotate(dst, pos[t], rdim, theta);
+}
+
+// gdn_gating_f32: g = -exp(aLog) * softplus(a + dtBias), beta = sigmoid(b).
+__global__ void gdn_gating_f32(float* g, i64 sg, float* beta, i64 sbeta, const float* a, i64 sa, const float* b, i64 sb,
+                               const float* alog, const float* dtb, int heads) {
+    i64 r = blockIdx.x;
+    for (int h = threadIdx.x; h < heads; h += blockDim.x) {
+        float x = a[r * sa + h] + dtb[h];
+        float sp = x > 20.f ? x : log1pf(expf(x));
+        g[r * sg + h] = -expf(alog[h]) * sp;
+        beta[r * sbeta + h] = sigmoidf_(b[r * sb + h]);
+    }
+}
+
+// Embedding rows: one block per id.
+__global__ void embed_f32(float* d, i64 sd, const float* t, const int* ids, int cols) {
+    i64 r = blockIdx.x, src = (i64)ids[r] * cols;
+    for (int i = threadIdx.x; i < cols; i += blockDim.x) d[r * sd + i] = t[src + i];
+}
+__global__ void embed_bf16(float* d, i64 sd, const __nv_bfloat16* t, const int* ids, int cols) {
+    i64 r = blockIdx.x, src = (i64)ids[r] * cols;
+    for (int i = threadIdx.x; i < cols; i += blockDim.x) d[r * sd + i] = __bfloat162float(t[src + i]);
+}
+__global__ void embed_f16(float* d, i64 sd, const __half* t, const int* ids, int cols) {
+    i64 r = blockIdx.x, src = (i64)ids[r] * cols;
+    for (int i = threadIdx.x; i < cols; i += blockDim.x) d[r * sd + i] = __half2float(t[src + i]);
+}
+
+// Activations to the weight's 16-bit type for cuBLAS, dense [rows, cols].
+__global__ void to_bf16(__nv_bfloat16* d, const float* x, i64 sx, int cols) {
+    i64 r = blockIdx.x;
+    for (int i = threadIdx.x; i < cols; i += blockDim.x) d[r * cols + i] = __float2bfloat16(x[r * sx + i]);
+}
+__global__ void to_f16(__half* d, const float* x, i64 sx, int cols) {
+    i64 r = blockIdx.x;
+    for (int i = threadIdx.x; i < cols; i += blockDim.x) d[r * cols + i] = __float2half(x[r * sx + i]);
+}
+
+// kv_write_f32: row i of x (width floats) to cache row slots[i].
+__global__ void kv_write_f32(float* cache, const float* x, i64 sx, const int* slots, int width) {
+    i64 r = blockIdx.x, dst = (i64)slots[r] * width;
+    for (int i = threadIdx.x; i < width; i += blockDim.x) cache[dst + i] = x[r * sx + i];
+}
+
+// conv1d_causal_f32: one thread per channel; x [T, C] (stride sx), w [C, K],
+// state [K-1, C] holds the K-1 inputs before x and is advanced past x.
+__global__ void conv1d_causal_f32(float* d, i64 sd, const float* x, i64 sx, const float* w, float* state, int T, int C, int K) {
+    int c = blockIdx.x * blockDim.x + threadIdx.x;
+    if (c >= C) return;
+    float next[16];
+    for (int r = 0; r < K - 1; r++) {
+        int i = T + r; // row of state ++ x
+        next[r] = i < K - 1 ? state[(i64)i * C + c] : x[(i64)(i - (K - 1)) * sx + c];
+    }
+    for (int t = 0; t < T; t++) {
+        float acc = 0.f;
+        for (int j = 0; j < K; j++) {
+            int i = t + j;
+            float in = i < K - 1 ? state[(i64)i * C + c] : x[(i64)(i - (K - 1)) * sx + c];
+            acc += w[(i64)c * K + j] * in;
+        }
+        d[(i64)t * sd + c] = acc;
+    }
+    for (int r = 0; r < K - 1; r++) state[(i64)r * C + c] = next[r];
+}
+
+// delta_rule_f32: the gated delta rule, token by token, one block per value
+// head, thread j owning column j of the head's state S [dk][dv]:
+// e = exp(g), δ = β(v − e·Sᵀk), S ← e·S + k⊗δ, out = e·Sᵀq' + (k·q')δ.
+// q, k rows are (token, key head) with stride sq, sk; v, out rows (token,
+// value head); g, beta rows per token.
+__global__ void delta_rule_f32(float* out, i64 so, const float* q, i64 sq, const float* k, i64 sk, const float* v, i64 sv,
+                               const float* g, i64 sg, const float* beta, i64 sb, float* state, int T, int hk, int hv,
+                               int dk, int dv, int tiled) {
+    extern __shared__ float sh[]; // q'[dk], k[dk]
+    float* qs = sh;
+    float* ks = sh + dk;
+    int h = blockIdx.x, kh = tiled ? h % hk : h / (hv / hk);
+    float scale = rsqrtf((float)dk);
+    float* S = state + (i64)h * dk * dv;
+    for (int t = 0; t < T; t++) {
+        __syncthreads();
+        const float* qr = q + ((i64)t * hk + kh) * sq;
+        const float* kr = k + ((i64)t * hk + kh) * sk;
+        for (int i = threadIdx.x; i < dk; i += blockDim.x) {
+            qs[i] = qr[i] * scale;
+            ks[i] = kr[i];
+        }
+        __syncthreads();
+        float kq = 0.f;
+        for (int i = threadIdx.x; i < dk; i += blockDim.x) kq += ks[i] * qs[i];
+        kq = block_sum(kq);
+        float e = expf(g[(i64)t * sg + h]), b = beta[(i64)t * sb + h];
+        const float* vr = v + ((i64)t * hv + h) * sv;
+        float* orow = out + ((i64)t * hv + h) * so;
+        for (int j = threadIdx.x; j < dv; j += blockDim.x) {
+            float skj = 0.f, sqj = 0.f;
+            for (int i = 0; i < dk; i++) {
+                float s = S[(i64)i * dv + j];
+                skj += s * ks[i];
+                sqj += s * qs[i];
+            }
+            float delta = b * (vr[j] - e * skj);
+            for (int i = 0; i < dk; i++) S[(i64)i * dv + j] = e * S[(i64)i * dv + j] + ks[i] * delta;
+            orow[j] = e * sqj + kq * delta;
+        }
+    }
+}
+
+// attention_f32: causal grouped-query attention over a paged cache, one
+// block per (query row, head), each warp taking every nw-th key with an
+// online softmax, merged at the end. rowpos[r] is the position of query row
+// r, rowtab[r] the offset of its sequence's block table in tabs. dim ≤ 256.
+__global__ void attention_f32(float* dst, i64 sdst, const float* q, i64 sq, const float* kc, const float* vc,
+                              const int* rowpos, const int* rowtab, const int* tabs, int hq, int hkv, int dim,
+                              int bsize, float scale) {
+    int r = blockIdx.x / hq, h = blockIdx.x % hq, kh = h / (hq / hkv);
+    int lane = threadIdx.x & 31, w = threadIdx.x >> 5, nw = blockDim.x >> 5;
+    const float* qr = q + ((i64)r * hq + h) * sq;
+    const int* tab = tabs + rowtab[r];
+    int n = rowpos[r] + 1, per = (dim + 31) / 32;
+    float qv[8], acc[8];
+    for (int c = 0; c < per; c++) {
+        int i = lane + 32 * c;
+        qv[c] = i < dim ? qr[i] * scale : 0.f;
+        acc[c] = 0.f;
+    }
+    float m = -INFINITY, l = 0.f;
+    i64 width = (i64)hkv * dim;
+    for (int p = w; p < n; p += nw) {
+        i64 row = ((i64)tab[p / bsize] * bsize + p % bsize) * width + (i64)kh * dim;
+        float s = 0.f;
+        for (int c = 0; c < per; c++) {
+            int i = lane + 32 * c;
+            if (i < dim) s += qv[c] * kc[row + i];
+        }
+        s = warp_sum(s);
+        float mn = fmaxf(m, s), corr = expf(m - mn), pw = expf(s - mn);
+        l = l * corr + pw;
+        for (int c = 0; c < per; c++) {
+            int i = lane + 32 * c;
+            acc[c] = acc[c] * corr + (i < dim ? pw * vc[row + i] : 0.f);
+        }
+        m = mn;
+    }
+    __shared__ float sm[32], sl[32], sacc[32 * 256];
+    if (lane == 0) {
+        sm[w] = m;
+        sl[w] = l;
+    }
+    for (int c = 0; c < per; c++) {
+        int i = lane + 32 * c;
+        if (i < dim) sacc[w * dim + i] = acc[c];
+    }
+    __syncthreads();
+    float M = -INFINITY;
+    for (int j = 0; j < nw; j++) M = fmaxf(M, sm[j]);
+    float L = 0.f;
+    for (int j = 0; j < nw; j++) L += sm[j] == -INFINITY ? 0.f : sl[j] * expf(sm[j] - M);
+    float* o = dst + ((i64)r * hq + h) * sdst;
+    for (int i = threadIdx.x; i < dim; i += blockDim.x) {
+        float s = 0.f;
+        for (int j = 0; j < nw; j++)
+            if (sm[j] != -INFINITY) s += sacc[j * dim + i] * expf(sm[j] - M);
+        o[i] = s / L;
+    }
+}
+
+} // extern "C"

@@ -1,0 +1,358 @@
+//go:build linux && amd64
+
+package cuda
+
+import (
+	"fmt"
+	"unsafe"
+
+	rt "github.com/govllm/govllm/runtime"
+)
+
+// Provider names the CUDA kernels in the registry.
+var Provider = rt.Provider{Name: "cuda", Priority: 0}
+
+// mat is a tensor seen as rows of a dense last dimension at one stride.
+type mat struct {
+	ptr        uintptr
+	stride     int64
+	rows, cols int32
+}
+
+// asMat flattens t to [rows, cols]; the leading dimensions must merge.
+func asMat(name string, t *rt.Tensor) (mat, error) {
+	if !t.OnDevice() {
+		return mat{}, fmt.Errorf("cuda: %s (%v %v) is in host memory", name, t.DType(), t.Shape())
+	}
+	cols := t.Dim(-1)
+	v, err := t.Reshape(t.Rows(), cols)
+	if err != nil {
+		return mat{}, fmt.Errorf("cuda: %s: %w", name, err)
+	}
+	return mat{ptr: t.DevicePtr(), stride: int64(v.Strides()[0]), rows: int32(v.Dim(0)), cols: int32(cols)}, nil
+}
+
+func mats(names []string, ts ...*rt.Tensor) ([]mat, error) {
+	out := make([]mat, len(ts))
+	for i, t := range ts {
+		m, err := asMat(names[i], t)
+		if err != nil {
+			return nil, err
+		}
+		out[i] = m
+	}
+	return out, nil
+}
+
+// kernel returns the context and runs f under it, recording an error
+// that names the op.
+func kernel(op rt.OpID, f func(c *Context) error) {
+	c, err := Open()
+	if err != nil {
+		return // Register is only reached with a context; nothing to record into
+	}
+	if err := c.do(func() error { return f(c) }); err != nil {
+		c.fail(fmt.Errorf("%s on cuda: %w", op, err))
+	}
+}
+
+func p[T any](v *T) unsafe.Pointer { return unsafe.Pointer(v) }
+
+// threads picks a block size for rows of n elements.
+func threads(n int32) int {
+	switch {
+	case n >= 1024:
+		return 512
+	case n >= 256:
+		return 256
+	case n >= 128:
+		return 128
+	}
+	return 32
+}
+
+func add(dst, a, b *rt.Tensor) {
+	kernel(rt.OpAdd, func(c *Context) error {
+		m, err := mats([]string{"dst", "a", "b"}, dst, a, b)
+		if err != nil {
+			return err
+		}
+		return c.launch("add_f32", int(m[0].rows), threads(m[0].cols), 0,
+			p(&m[0].ptr), p(&m[0].stride), p(&m[1].ptr), p(&m[1].stride), p(&m[2].ptr), p(&m[2].stride), p(&m[0].cols))
+	})
+}
+
+func swiglu(op rt.OpID, dst, gate, up *rt.Tensor) {
+	kernel(op, func(c *Context) error {
+		m, err := mats([]string{"dst", "gate"}, dst, gate)
+		if err != nil {
+			return err
+		}
+		u := mat{}
+		if up != nil {
+			if u, err = asMat("up", up); err != nil {
+				return err
+			}
+		}
+		return c.launch("swiglu_f32", int(m[0].rows), threads(m[0].cols), 0,
+			p(&m[0].ptr), p(&m[0].stride), p(&m[1].ptr), p(&m[1].stride), p(&u.ptr), p(&u.stride), p(&m[0].cols))
+	})
+}
+
+func silu(dst, x *rt.Tensor)          { swiglu(rt.OpSiLU, dst, x, nil) }
+func swiGLU(dst, gate, up *rt.Tensor) { swiglu(rt.OpSwiGLU, dst, gate, up) }
+
+func sigmoidMul(dst, x, gate *rt.Tensor) {
+	kernel(rt.OpSigmoidMul, func(c *Context) error {
+		m, err := mats([]string{"dst", "x", "gate"}, dst, x, gate)
+		if err != nil {
+			return err
+		}
+		return c.launch("sigmoid_mul_f32", int(m[0].rows), threads(m[0].cols), 0,
+			p(&m[0].ptr), p(&m[0].stride), p(&m[1].ptr), p(&m[1].stride), p(&m[2].ptr), p(&m[2].stride), p(&m[0].cols), p(&m[2].cols))
+	})
+}
+
+func rmsNormWith(op rt.OpID, dst, x, z, w *rt.Tensor, eps float32, offset int32) {
+	kernel(op, func(c *Context) error {
+		m, err := mats([]string{"dst", "x", "w"}, dst, x, w)
+		if err != nil {
+			return err
+		}
+		zm := mat{}
+		if z != nil {
+			if zm, err = asMat("z", z); err != nil {
+				return err
+			}
+		}
+		return c.launch("rms_norm_f32", int(m[0].rows), threads(m[0].cols), 0,
+			p(&m[0].ptr), p(&m[0].stride), p(&m[1].ptr), p(&m[1].stride), p(&m[2].ptr), p(&zm.ptr), p(&zm.stride),
+			p(&m[0].cols), p(&eps), p(&offset))
+	})
+}
+
+func rmsNorm(dst, x, w *rt.Tensor, eps float32) { rmsNormWith(rt.OpRMSNorm, dst, x, nil, w, eps, 0) }
+func rmsNormOffset(dst, x, w *rt.Tensor, eps float32) {
+	rmsNormWith(rt.OpRMSNormOffset, dst, x, nil, w, eps, 1)
+}
+func gatedRMSNorm(dst, x, z, w *rt.Tensor, eps float32) {
+	rmsNormWith(rt.OpGatedRMSNorm, dst, x, z, w, eps, 0)
+}
+
+func l2Norm(dst, x *rt.Tensor, eps float32) {
+	kernel(rt.OpL2Norm, func(c *Context) error {
+		m, err := mats([]string{"dst", "x"}, dst, x)
+		if err != nil {
+			return err
+		}
+		return c.launch("l2_norm_f32", int(m[0].rows), threads(m[0].cols), 0,
+			p(&m[0].ptr), p(&m[0].stride), p(&m[1].ptr), p(&m[1].stride), p(&m[0].cols), p(&eps))
+	})
+}
+
+func splitQueryGate(q, gate, qg *rt.Tensor) {
+	kernel(rt.OpSplitQueryGate, func(c *Context) error {
+		m, err := mats([]string{"q", "gate", "qg"}, q, gate, qg)
+		if err != nil {
+			return err
+		}
+		return c.launch("split_query_gate_f32", int(m[0].rows), threads(m[0].cols), 0,
+			p(&m[0].ptr), p(&m[0].stride), p(&m[1].ptr), p(&m[1].stride), p(&m[2].ptr), p(&m[2].stride), p(&m[0].cols))
+	})
+}
+
+func ropeNeoX(x *rt.Tensor, positions []int32, rotaryDim int, theta float32) {
+	if rotaryDim == 0 {
+		return
+	}
+	kernel(rt.OpRoPENeoX, func(c *Context) error {
+		m, err := asMat("x", x)
+		if err != nil {
+			return err
+		}
+		pos, err := c.hostInts(0, positions)
+		if err != nil {
+			return err
+		}
+		heads, rd := int32(x.Dim(1)), int32(rotaryDim)
+		return c.launch("rope_neox_f32", int(m.rows), threads(rd/2), 0,
+			p(&m.ptr), p(&m.stride), p(&pos), p(&heads), p(&rd), p(&theta))
+	})
+}
+
+func attnPreamble(q, gate, qg, k, qNorm, kNorm *rt.Tensor, positions []int32, pp rt.PreambleParams) {
+	kernel(rt.OpAttnPreamble, func(c *Context) error {
+		m, err := mats([]string{"q", "gate", "qg", "k", "q_norm", "k_norm"}, q, gate, qg, k, qNorm, kNorm)
+		if err != nil {
+			return err
+		}
+		pos, err := c.hostInts(0, positions)
+		if err != nil {
+			return err
+		}
+		hq, hkv, dim := int32(q.Dim(1)), int32(k.Dim(1)), int32(q.Dim(2))
+		rd := int32(pp.RotaryDim)
+		rows := q.Dim(0) * int(hq+hkv)
+		return c.launch("attn_preamble_f32", rows, threads(dim), 0,
+			p(&m[0].ptr), p(&m[0].stride), p(&m[1].ptr), p(&m[1].stride), p(&m[2].ptr), p(&m[2].stride), p(&m[3].ptr), p(&m[3].stride),
+			p(&m[4].ptr), p(&m[5].ptr), p(&pos), p(&hq), p(&hkv), p(&dim), p(&rd), p(&pp.Theta), p(&pp.Eps))
+	})
+}
+
+func gdnGating(g, beta, a, b, aLog, dtBias *rt.Tensor) {
+	kernel(rt.OpGDNGating, func(c *Context) error {
+		m, err := mats([]string{"g", "beta", "a", "b", "a_log", "dt_bias"}, g, beta, a, b, aLog, dtBias)
+		if err != nil {
+			return err
+		}
+		return c.launch("gdn_gating_f32", int(m[0].rows), threads(m[0].cols), 0,
+			p(&m[0].ptr), p(&m[0].stride), p(&m[1].ptr), p(&m[1].stride), p(&m[2].ptr), p(&m[2].stride), p(&m[3].ptr), p(&m[3].stride),
+			p(&m[4].ptr), p(&m[5].ptr), p(&m[0].cols))
+	})
+}
+
+func embedding(dst, table *rt.Tensor, ids []int32) {
+	kernel(rt.OpEmbedding, func(c *Context) error {
+		m, err := mats([]string{"dst", "table"}, dst, table)
+		if err != nil {
+			return err
+		}
+		dev, err := c.hostInts(0, ids)
+		if err != nil {
+			return err
+		}
+		name := map[rt.DType]string{rt.F32: "embed_f32", rt.BF16: "embed_bf16", rt.F16: "embed_f16"}[table.DType()]
+		return c.launch(name, len(ids), threads(m[0].cols), 0, p(&m[0].ptr), p(&m[0].stride), p(&m[1].ptr), p(&dev), p(&m[0].cols))
+	})
+}
+
+// matMul runs on cuBLAS; 16-bit weights take activations rounded to their
+// type (f32 accumulation), the bf16 compute the oracle tolerance allows.
+func matMul(dst, x, w *rt.Tensor) {
+	kernel(rt.OpMatMul, func(c *Context) error {
+		m, err := mats([]string{"dst", "x", "w"}, dst, x, w)
+		if err != nil {
+			return err
+		}
+		M, N, K := int(m[1].rows), int(m[2].rows), int(m[1].cols)
+		switch w.DType() {
+		case rt.F32:
+			return c.blas.gemm(m[0].ptr, int(m[0].stride), m[1].ptr, cudaR32F, int(m[1].stride), m[2].ptr, cudaR32F, M, N, K)
+		case rt.BF16, rt.F16:
+			conv, typ := "to_bf16", int32(cudaR16BF)
+			if w.DType() == rt.F16 {
+				conv, typ = "to_f16", cudaR16F
+			}
+			tmp, err := c.scratchBytes(1, uintptr(2*M*K))
+			if err != nil {
+				return err
+			}
+			if err := c.launch(conv, M, threads(m[1].cols), 0, p(&tmp), p(&m[1].ptr), p(&m[1].stride), p(&m[1].cols)); err != nil {
+				return err
+			}
+			return c.blas.gemm(m[0].ptr, int(m[0].stride), tmp, typ, K, m[2].ptr, typ, M, N, K)
+		}
+		return fmt.Errorf("no cuda matmul for %v weights", w.DType())
+	})
+}
+
+func kvWrite(cache, x *rt.Tensor, slots []int32) {
+	kernel(rt.OpKVWrite, func(c *Context) error {
+		cm, err := asMat("cache", cache)
+		if err != nil {
+			return err
+		}
+		xv, err := x.Reshape(x.Dim(0), -1)
+		if err != nil {
+			return fmt.Errorf("x: %w", err)
+		}
+		xm, err := asMat("x", xv)
+		if err != nil {
+			return err
+		}
+		dev, err := c.hostInts(0, slots)
+		if err != nil {
+			return err
+		}
+		width := int32(cache.Dim(1) * cache.Dim(2))
+		return c.launch("kv_write_f32", len(slots), threads(width), 0, p(&cm.ptr), p(&xm.ptr), p(&xm.stride), p(&dev), p(&width))
+	})
+}
+
+func conv1dCausal(dst, x, w, state *rt.Tensor) {
+	kernel(rt.OpConv1dCausal, func(c *Context) error {
+		m, err := mats([]string{"dst", "x", "w", "state"}, dst, x, w, state)
+		if err != nil {
+			return err
+		}
+		T, C, K := int32(x.Dim(0)), int32(x.Dim(1)), int32(w.Dim(1))
+		if K-1 > 16 {
+			return fmt.Errorf("kernel width %d over the 17 the kernel keeps", K)
+		}
+		return c.launch("conv1d_causal_f32", int((C+127)/128), 128, 0,
+			p(&m[0].ptr), p(&m[0].stride), p(&m[1].ptr), p(&m[1].stride), p(&m[2].ptr), p(&m[3].ptr), p(&T), p(&C), p(&K))
+	})
+}
+
+// deltaRule runs the gated delta rule token by token on the GPU; the
+// chunked op takes the same kernel (see the note in Register).
+func deltaRule(op rt.OpID) rt.DeltaRuleRecurrentKernel {
+	return func(out, q, k, v, g, beta, state *rt.Tensor, dp rt.DeltaRuleParams) {
+		kernel(op, func(c *Context) error {
+			m, err := mats([]string{"out", "q", "k", "v", "g", "beta", "state"}, out, q, k, v, g, beta, state)
+			if err != nil {
+				return err
+			}
+			T, hk, hv := int32(q.Dim(0)), int32(q.Dim(1)), int32(v.Dim(1))
+			dk, dv := int32(q.Dim(2)), int32(v.Dim(2))
+			var tiled int32
+			if dp.TiledHeads {
+				tiled = 1
+			}
+			return c.launch("delta_rule_f32", int(hv), threads(dv), int(8*dk),
+				p(&m[0].ptr), p(&m[0].stride), p(&m[1].ptr), p(&m[1].stride), p(&m[2].ptr), p(&m[2].stride), p(&m[3].ptr), p(&m[3].stride),
+				p(&m[4].ptr), p(&m[4].stride), p(&m[5].ptr), p(&m[5].stride), p(&m[6].ptr), p(&T), p(&hk), p(&hv), p(&dk), p(&dv), p(&tiled))
+		})
+	}
+}
+
+func attention(dst, q, k, v *rt.Tensor, seqs []rt.AttnSeq, blockSize int, scale float32) {
+	kernel(rt.OpAttention, func(c *Context) error {
+		m, err := mats([]string{"dst", "q", "k", "v"}, dst, q, k, v)
+		if err != nil {
+			return err
+		}
+		n := q.Dim(0)
+		hq, hkv, dim := int32(q.Dim(1)), int32(k.Dim(1)), int32(q.Dim(2))
+		if dim > 256 {
+			return fmt.Errorf("head dim %d over 256", dim)
+		}
+		rowpos := make([]int32, n)
+		rowtab := make([]int32, n)
+		var tabs []int32
+		for _, s := range seqs {
+			off := int32(len(tabs))
+			tabs = append(tabs, s.Blocks...)
+			for i := range s.Len {
+				rowpos[s.Row+i] = int32(s.Start + i)
+				rowtab[s.Row+i] = off
+			}
+		}
+		pp, err := c.hostInts(0, rowpos)
+		if err != nil {
+			return err
+		}
+		pt, err := c.hostInts(2, rowtab)
+		if err != nil {
+			return err
+		}
+		pb, err := c.hostInts(3, tabs)
+		if err != nil {
+			return err
+		}
+		bs := int32(blockSize)
+		return c.launch("attention_f32", n*int(hq), 128, 0,
+			p(&m[0].ptr), p(&m[0].stride), p(&m[1].ptr), p(&m[1].stride), p(&m[2].ptr), p(&m[3].ptr),
+			p(&pp), p(&pt), p(&pb), p(&hq), p(&hkv), p(&dim), p(&bs), p(&scale))
+	})
+}

@@ -1,0 +1,49 @@
+//go:build linux && amd64
+
+package cuda
+
+import rt "github.com/govllm/govllm/runtime"
+
+// Register adds the CUDA kernels to reg. They are compiled in on every
+// linux/amd64 build; whether a GPU and the libraries are there is decided
+// at run time by Available.
+//
+// Not yet registered for cuda: quantized matmul and embedding (Q8_0, Q4_K,
+// Q6_K, ...) and the MoE ops (router_topk, gather_rows, moe_scatter_add);
+// the model's coverage check names them when a path needs them.
+// delta_rule_chunked runs the recurrent kernel token by token (exact, not
+// yet the chunked parallel form).
+func Register(reg *rt.Registry) error {
+	f32 := rt.F32
+	regs := []error{
+		rt.Register(reg, rt.Embedding, rt.CUDA, rt.F32, Provider, embedding),
+		rt.Register(reg, rt.Embedding, rt.CUDA, rt.BF16, Provider, embedding),
+		rt.Register(reg, rt.Embedding, rt.CUDA, rt.F16, Provider, embedding),
+		rt.Register(reg, rt.MatMul, rt.CUDA, rt.F32, Provider, matMul),
+		rt.Register(reg, rt.MatMul, rt.CUDA, rt.BF16, Provider, matMul),
+		rt.Register(reg, rt.MatMul, rt.CUDA, rt.F16, Provider, matMul),
+		rt.Register(reg, rt.Add, rt.CUDA, f32, Provider, add),
+		rt.Register(reg, rt.RMSNorm, rt.CUDA, f32, Provider, rmsNorm),
+		rt.Register(reg, rt.RMSNormOffset, rt.CUDA, f32, Provider, rmsNormOffset),
+		rt.Register(reg, rt.GatedRMSNorm, rt.CUDA, f32, Provider, gatedRMSNorm),
+		rt.Register(reg, rt.SiLU, rt.CUDA, f32, Provider, silu),
+		rt.Register(reg, rt.SwiGLU, rt.CUDA, f32, Provider, swiGLU),
+		rt.Register(reg, rt.SigmoidMul, rt.CUDA, f32, Provider, sigmoidMul),
+		rt.Register(reg, rt.SplitQueryGate, rt.CUDA, f32, Provider, splitQueryGate),
+		rt.Register(reg, rt.RoPENeoX, rt.CUDA, f32, Provider, ropeNeoX),
+		rt.Register(reg, rt.AttnPreamble, rt.CUDA, f32, Provider, attnPreamble),
+		rt.Register(reg, rt.KVWrite, rt.CUDA, f32, Provider, kvWrite),
+		rt.Register(reg, rt.Attention, rt.CUDA, f32, Provider, attention),
+		rt.Register(reg, rt.Conv1dCausal, rt.CUDA, f32, Provider, conv1dCausal),
+		rt.Register(reg, rt.L2Norm, rt.CUDA, f32, Provider, l2Norm),
+		rt.Register(reg, rt.GDNGating, rt.CUDA, f32, Provider, gdnGating),
+		rt.Register(reg, rt.DeltaRuleChunked, rt.CUDA, f32, Provider, rt.DeltaRuleChunkedKernel(deltaRule(rt.OpDeltaRuleChunked))),
+		rt.Register(reg, rt.DeltaRuleRecurrent, rt.CUDA, f32, Provider, deltaRule(rt.OpDeltaRuleRecurrent)),
+	}
+	for _, err := range regs {
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
