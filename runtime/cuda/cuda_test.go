@@ -3,6 +3,8 @@
 package cuda_test
 
 import (
+	"errors"
+	"fmt"
 	"math"
 	"math/rand/v2"
 	"testing"
@@ -24,8 +26,11 @@ type pair struct {
 func newPair(t *testing.T) *pair {
 	t.Helper()
 	ctx, err := cuda.Open()
-	if err != nil {
+	if errors.Is(err, cuda.ErrUnavailable) {
 		t.Skipf("no CUDA here: %v", err)
+	}
+	if err != nil {
+		t.Fatal(err)
 	}
 	reg := rt.NewRegistry()
 	if err := cpu.Register(reg); err != nil {
@@ -268,5 +273,43 @@ func TestCoverageMatrixHasCUDA(t *testing.T) {
 		if _, ok := reg.Selected(op, rt.CUDA, dt); !ok {
 			t.Errorf("%s[%v] is not registered for cuda", op, dt)
 		}
+	}
+}
+
+// BenchmarkMatMulBF16 streams a 128 MiB bf16 weight (more than the L2) per
+// call; the bytes/s it reports are the weight's read rate.
+func BenchmarkMatMulBF16(b *testing.B) {
+	ctx, err := cuda.Open()
+	if err != nil {
+		b.Skip(err)
+	}
+	reg := rt.NewRegistry()
+	if err := cuda.Register(reg); err != nil {
+		b.Fatal(err)
+	}
+	be := rt.NewBackend(reg, rt.CUDA)
+	const N, K = 16384, 4096
+	w, err := ctx.Alloc(rt.BF16, N, K)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer ctx.Free(w)
+	for _, M := range []int{1, 16, 64, 2048} {
+		b.Run(fmt.Sprintf("M=%d", M), func(b *testing.B) {
+			x, _ := ctx.Alloc(rt.F32, M, K)
+			out, _ := ctx.Alloc(rt.F32, M, N)
+			defer ctx.Free(x)
+			defer ctx.Free(out)
+			b.SetBytes(2 * N * K)
+			for b.Loop() {
+				if err := be.MatMul(out, x, w); err != nil {
+					b.Fatal(err)
+				}
+				if err := ctx.Sync(); err != nil { // each call timed to its end
+					b.Fatal(err)
+				}
+			}
+			b.ReportMetric(float64(2*M*N*K)*float64(b.N)/b.Elapsed().Seconds()/1e12, "TFLOP/s")
+		})
 	}
 }

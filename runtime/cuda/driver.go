@@ -36,6 +36,7 @@ var (
 )
 
 const (
+	cudaErrorNoDevice    = 100
 	attrComputeMajor     = 75
 	attrComputeMinor     = 76
 	attrMultiprocessors  = 16
@@ -108,7 +109,9 @@ func open() (*Context, error) {
 	if err != nil {
 		return nil, fmt.Errorf("cuda: %w", err)
 	}
-	if err := check("cuInit", cuInit(0)); err != nil {
+	if code := cuInit(0); code == cudaErrorNoDevice {
+		return nil, fmt.Errorf("cuda: %w: cuInit finds no device", ErrUnavailable)
+	} else if err := check("cuInit", code); err != nil {
 		return nil, err
 	}
 	var n int32
@@ -116,7 +119,7 @@ func open() (*Context, error) {
 		return nil, err
 	}
 	if n == 0 {
-		return nil, fmt.Errorf("%w: the driver loaded but reports no device", errNoGPU)
+		return nil, fmt.Errorf("cuda: %w: the driver loaded but reports no device", ErrUnavailable)
 	}
 	var dev int32
 	if err := check("cuDeviceGet", cuDeviceGet(&dev, 0)); err != nil {

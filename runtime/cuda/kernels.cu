@@ -1,10 +1,31 @@
 // govllm CUDA kernels, compiled at run time by NVRTC (see nvrtc.go).
 // Activations are f32. A "row" argument set is (pointer, row stride in
 // elements); rows have a dense last dimension.
-#include <cuda_bf16.h>
-#include <cuda_fp16.h>
+// No headers: NVRTC does not always ship cuda_bf16.h / cuda_fp16.h, so the
+// 16-bit conversions are written out (bf16) or in PTX (f16).
 
 typedef long long i64;
+typedef unsigned short u16;
+
+#define NEG_INF __int_as_float(0xff800000)
+
+__device__ __forceinline__ float bf16_to_f32(u16 h) { return __uint_as_float((unsigned)h << 16); }
+// Round to nearest even, as the CPU's F32ToBF16 (NaN kept quiet).
+__device__ __forceinline__ u16 f32_to_bf16(float f) {
+    unsigned b = __float_as_uint(f);
+    if ((b & 0x7fffffffu) > 0x7f800000u) return (u16)((b >> 16) | 0x40);
+    return (u16)((b + 0x7fffu + ((b >> 16) & 1u)) >> 16);
+}
+__device__ __forceinline__ float f16_to_f32(u16 h) {
+    float f;
+    asm("{.reg .f16 t; mov.b16 t, %1; cvt.f32.f16 %0, t;}" : "=f"(f) : "h"(h));
+    return f;
+}
+__device__ __forceinline__ u16 f32_to_f16(float f) {
+    u16 h;
+    asm("{.reg .f16 t; cvt.rn.f16.f32 t, %1; mov.b16 %0, t;}" : "=h"(h) : "f"(f));
+    return h;
+}
 
 __device__ __forceinline__ float warp_sum(float v) {
     for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
@@ -161,23 +182,23 @@ __global__ void embed_f32(float* d, i64 sd, const float* t, const int* ids, int 
     i64 r = blockIdx.x, src = (i64)ids[r] * cols;
     for (int i = threadIdx.x; i < cols; i += blockDim.x) d[r * sd + i] = t[src + i];
 }
-__global__ void embed_bf16(float* d, i64 sd, const __nv_bfloat16* t, const int* ids, int cols) {
+__global__ void embed_bf16(float* d, i64 sd, const u16* t, const int* ids, int cols) {
     i64 r = blockIdx.x, src = (i64)ids[r] * cols;
-    for (int i = threadIdx.x; i < cols; i += blockDim.x) d[r * sd + i] = __bfloat162float(t[src + i]);
+    for (int i = threadIdx.x; i < cols; i += blockDim.x) d[r * sd + i] = bf16_to_f32(t[src + i]);
 }
-__global__ void embed_f16(float* d, i64 sd, const __half* t, const int* ids, int cols) {
+__global__ void embed_f16(float* d, i64 sd, const u16* t, const int* ids, int cols) {
     i64 r = blockIdx.x, src = (i64)ids[r] * cols;
-    for (int i = threadIdx.x; i < cols; i += blockDim.x) d[r * sd + i] = __half2float(t[src + i]);
+    for (int i = threadIdx.x; i < cols; i += blockDim.x) d[r * sd + i] = f16_to_f32(t[src + i]);
 }
 
 // Activations to the weight's 16-bit type for cuBLAS, dense [rows, cols].
-__global__ void to_bf16(__nv_bfloat16* d, const float* x, i64 sx, int cols) {
+__global__ void to_bf16(u16* d, const float* x, i64 sx, int cols) {
     i64 r = blockIdx.x;
-    for (int i = threadIdx.x; i < cols; i += blockDim.x) d[r * cols + i] = __float2bfloat16(x[r * sx + i]);
+    for (int i = threadIdx.x; i < cols; i += blockDim.x) d[r * cols + i] = f32_to_bf16(x[r * sx + i]);
 }
-__global__ void to_f16(__half* d, const float* x, i64 sx, int cols) {
+__global__ void to_f16(u16* d, const float* x, i64 sx, int cols) {
     i64 r = blockIdx.x;
-    for (int i = threadIdx.x; i < cols; i += blockDim.x) d[r * cols + i] = __float2half(x[r * sx + i]);
+    for (int i = threadIdx.x; i < cols; i += blockDim.x) d[r * cols + i] = f32_to_f16(x[r * sx + i]);
 }
 
 // kv_write_f32: row i of x (width floats) to cache row slots[i].
@@ -269,7 +290,7 @@ __global__ void attention_f32(float* dst, i64 sdst, const float* q, i64 sq, cons
         qv[c] = i < dim ? qr[i] * scale : 0.f;
         acc[c] = 0.f;
     }
-    float m = -INFINITY, l = 0.f;
+    float m = NEG_INF, l = 0.f;
     i64 width = (i64)hkv * dim;
     for (int p = w; p < n; p += nw) {
         i64 row = ((i64)tab[p / bsize] * bsize + p % bsize) * width + (i64)kh * dim;
@@ -297,15 +318,15 @@ __global__ void attention_f32(float* dst, i64 sdst, const float* q, i64 sq, cons
         if (i < dim) sacc[w * dim + i] = acc[c];
     }
     __syncthreads();
-    float M = -INFINITY;
+    float M = NEG_INF;
     for (int j = 0; j < nw; j++) M = fmaxf(M, sm[j]);
     float L = 0.f;
-    for (int j = 0; j < nw; j++) L += sm[j] == -INFINITY ? 0.f : sl[j] * expf(sm[j] - M);
+    for (int j = 0; j < nw; j++) L += sm[j] == NEG_INF ? 0.f : sl[j] * expf(sm[j] - M);
     float* o = dst + ((i64)r * hq + h) * sdst;
     for (int i = threadIdx.x; i < dim; i += blockDim.x) {
         float s = 0.f;
         for (int j = 0; j < nw; j++)
-            if (sm[j] != -INFINITY) s += sacc[j * dim + i] * expf(sm[j] - M);
+            if (sm[j] != NEG_INF) s += sacc[j * dim + i] * expf(sm[j] - M);
         o[i] = s / L;
     }
 }

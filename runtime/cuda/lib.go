@@ -44,8 +44,8 @@ func openLibrary(what string, names []string, dirs []string) (*library, error) {
 	if len(shown) > 4 {
 		shown = append(shown[:4:4], fmt.Sprintf("%d more", len(dirs)-4))
 	}
-	return nil, fmt.Errorf("%s not found: tried %s through the dynamic linker and in %s",
-		what, strings.Join(names, ", "), strings.Join(shown, ", "))
+	return nil, fmt.Errorf("%w: %s not found: tried %s through the dynamic linker and in %s",
+		ErrUnavailable, what, strings.Join(names, ", "), strings.Join(shown, ", "))
 }
 
 // bind resolves each symbol of syms into its function pointer.
@@ -94,4 +94,7 @@ func toolkitDirs() []string {
 	return dirs
 }
 
-var errNoGPU = errors.New("cuda: no GPU")
+// ErrUnavailable marks the errors that mean this machine has no usable GPU
+// or lacks CUDA's libraries, as opposed to a failure of govllm's own code
+// (a kernel that does not compile, a bad launch).
+var ErrUnavailable = errors.New("no usable GPU or CUDA library")

@@ -56,7 +56,7 @@ func compileKernels(major, minor int) ([]byte, error) {
 	var vmaj, vmin int32
 	nvrtcVersion(&vmaj, &vmin)
 	arch := fmt.Sprintf("sm_%d%d", major, minor)
-	opts := []string{"--gpu-architecture=" + arch, "-default-device", "--std=c++17", "-O3"}
+	opts := []string{"--gpu-architecture=" + arch, "-default-device", "--std=c++17"}
 	sum := sha256.Sum256([]byte(fmt.Sprintf("%s\x00%s\x00nvrtc %d.%d", kernelSource, strings.Join(opts, " "), vmaj, vmin)))
 	cache := ""
 	if dir, err := os.UserCacheDir(); err == nil {

@@ -29,7 +29,11 @@ func asMat(name string, t *rt.Tensor) (mat, error) {
 	if err != nil {
 		return mat{}, fmt.Errorf("cuda: %s: %w", name, err)
 	}
-	return mat{ptr: t.DevicePtr(), stride: int64(v.Strides()[0]), rows: int32(v.Dim(0)), cols: int32(cols)}, nil
+	stride := int64(v.Strides()[0])
+	if v.Dim(0) <= 1 {
+		stride = int64(cols) // a single row's stride is arbitrary; cuBLAS wants ≥ cols
+	}
+	return mat{ptr: t.DevicePtr(), stride: stride, rows: int32(v.Dim(0)), cols: int32(cols)}, nil
 }
 
 func mats(names []string, ts ...*rt.Tensor) ([]mat, error) {

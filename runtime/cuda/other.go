@@ -4,6 +4,7 @@ package cuda
 
 import (
 	"errors"
+	"fmt"
 
 	rt "github.com/govllm/govllm/runtime"
 )
@@ -12,4 +13,9 @@ import (
 func Register(*rt.Registry) error { return nil }
 
 // Available says why CUDA cannot be used on this platform.
-func Available() error { return errors.New("cuda: this build (not linux/amd64) has no CUDA backend") }
+func Available() error {
+	return fmt.Errorf("cuda: %w: this build (not linux/amd64) has no CUDA backend", ErrUnavailable)
+}
+
+// ErrUnavailable marks the errors that mean no usable GPU or CUDA library.
+var ErrUnavailable = errors.New("no usable GPU or CUDA library")
