@@ -331,4 +331,52 @@ __global__ void attention_f32(float* dst, i64 sdst, const float* q, i64 sq, cons
     }
 }
 
+// gather_rows_f32: dst row i ← x row rows[i].
+__global__ void gather_rows_f32(float* d, i64 sd, const float* x, i64 sx, const int* rows, int cols) {
+    i64 r = blockIdx.x, src = rows[r];
+    for (int i = threadIdx.x; i < cols; i += blockDim.x) d[r * sd + i] = x[src * sx + i];
+}
+
+// moe_scatter_add_f32: dst row rows[i] += w[i] · src row i, one thread per
+// column walking i in order, so that sums round as on the CPU.
+__global__ void moe_scatter_add_f32(float* d, i64 sd, const float* src, i64 ss, const int* rows, const float* w, int n, int cols) {
+    int c = blockIdx.x * blockDim.x + threadIdx.x;
+    if (c >= cols) return;
+    for (int i = 0; i < n; i++) d[(i64)rows[i] * sd + c] += w[i] * src[(i64)i * ss + c];
+}
+
+// router_topk_f32: per row of logits [T, E], a softmax (exponentials and
+// the sum in double, as on the CPU), the k largest probabilities (ties to
+// the lower index) renormalised; one block per row, experts ≤ 1024.
+__global__ void router_topk_f32(int* ids, float* weights, const float* lg, i64 sl, int experts, int k) {
+    __shared__ float p[1024];
+    __shared__ float mx;
+    const float* l = lg + (i64)blockIdx.x * sl;
+    if (threadIdx.x == 0) {
+        float m = NEG_INF;
+        for (int i = 0; i < experts; i++) m = fmaxf(m, l[i]);
+        mx = m;
+    }
+    __syncthreads();
+    for (int i = threadIdx.x; i < experts; i += blockDim.x) p[i] = (float)exp((double)(l[i] - mx));
+    __syncthreads();
+    if (threadIdx.x != 0) return;
+    double sum = 0;
+    for (int i = 0; i < experts; i++) sum += (double)p[i];
+    for (int i = 0; i < experts; i++) p[i] = (float)((double)p[i] / sum);
+    int* oi = ids + (i64)blockIdx.x * k;
+    float* ow = weights + (i64)blockIdx.x * k;
+    float tot = 0.f;
+    for (int j = 0; j < k; j++) {
+        int best = -1;
+        for (int i = 0; i < experts; i++)
+            if (p[i] >= 0.f && (best < 0 || p[i] > p[best])) best = i;
+        oi[j] = best;
+        ow[j] = p[best];
+        tot += p[best];
+        p[best] = -1.f;
+    }
+    for (int j = 0; j < k; j++) ow[j] /= tot;
+}
+
 } // extern "C"

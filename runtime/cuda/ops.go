@@ -360,3 +360,71 @@ func attention(dst, q, k, v *rt.Tensor, seqs []rt.AttnSeq, blockSize int, scale 
 			p(&pp), p(&pt), p(&pb), p(&hq), p(&hkv), p(&dim), p(&bs), p(&scale))
 	})
 }
+
+func gatherRows(dst, x *rt.Tensor, rows []int32) {
+	kernel(rt.OpGatherRows, func(c *Context) error {
+		m, err := mats([]string{"dst", "x"}, dst, x)
+		if err != nil {
+			return err
+		}
+		dev, err := c.hostInts(0, rows)
+		if err != nil {
+			return err
+		}
+		return c.launch("gather_rows_f32", len(rows), threads(m[0].cols), 0, p(&m[0].ptr), p(&m[0].stride), p(&m[1].ptr), p(&m[1].stride), p(&dev), p(&m[0].cols))
+	})
+}
+
+func moeScatterAdd(dst, src *rt.Tensor, rows []int32, weights []float32) {
+	kernel(rt.OpMoEScatterAdd, func(c *Context) error {
+		m, err := mats([]string{"dst", "src"}, dst, src)
+		if err != nil {
+			return err
+		}
+		dr, err := c.hostInts(0, rows)
+		if err != nil {
+			return err
+		}
+		dw, err := c.hostInts(2, unsafe.Slice((*int32)(unsafe.Pointer(unsafe.SliceData(weights))), len(weights)))
+		if err != nil {
+			return err
+		}
+		n := int32(len(rows))
+		return c.launch("moe_scatter_add_f32", int((m[0].cols+127)/128), 128, 0,
+			p(&m[0].ptr), p(&m[0].stride), p(&m[1].ptr), p(&m[1].stride), p(&dr), p(&dw), p(&n), p(&m[0].cols))
+	})
+}
+
+// routerTopK computes on the GPU and copies ids and weights back: the MoE
+// path plans its expert batches on the host.
+func routerTopK(ids []int32, weights []float32, logits *rt.Tensor, k int) {
+	kernel(rt.OpRouterTopK, func(c *Context) error {
+		m, err := asMat("logits", logits)
+		if err != nil {
+			return err
+		}
+		if m.cols > 1024 {
+			return fmt.Errorf("%d experts over the 1024 the kernel keeps", m.cols)
+		}
+		n := uintptr(4 * int(m.rows) * k)
+		if n == 0 {
+			return nil
+		}
+		di, err := c.scratchBytes(0, n)
+		if err != nil {
+			return err
+		}
+		dw, err := c.scratchBytes(2, n)
+		if err != nil {
+			return err
+		}
+		kk := int32(k)
+		if err := c.launch("router_topk_f32", int(m.rows), 128, 0, p(&di), p(&dw), p(&m.ptr), p(&m.stride), p(&m.cols), p(&kk)); err != nil {
+			return err
+		}
+		if err := check("cuMemcpyDtoH", cuMemcpyDtoH(unsafe.Pointer(unsafe.SliceData(ids)), di, n)); err != nil {
+			return err
+		}
+		return check("cuMemcpyDtoH", cuMemcpyDtoH(unsafe.Pointer(unsafe.SliceData(weights)), dw, n))
+	})
+}

@@ -9,8 +9,7 @@ import rt "github.com/govllm/govllm/runtime"
 // at run time by Available.
 //
 // Not yet registered for cuda: quantized matmul and embedding (Q8_0, Q4_K,
-// Q6_K, ...) and the MoE ops (router_topk, gather_rows, moe_scatter_add);
-// the model's coverage check names them when a path needs them.
+// Q6_K, ...); the model's coverage check names them when a path needs them.
 // delta_rule_chunked runs the recurrent kernel token by token (exact, not
 // yet the chunked parallel form).
 func Register(reg *rt.Registry) error {
@@ -39,6 +38,9 @@ func Register(reg *rt.Registry) error {
 		rt.Register(reg, rt.GDNGating, rt.CUDA, f32, Provider, gdnGating),
 		rt.Register(reg, rt.DeltaRuleChunked, rt.CUDA, f32, Provider, rt.DeltaRuleChunkedKernel(deltaRule(rt.OpDeltaRuleChunked))),
 		rt.Register(reg, rt.DeltaRuleRecurrent, rt.CUDA, f32, Provider, deltaRule(rt.OpDeltaRuleRecurrent)),
+		rt.Register(reg, rt.RouterTopK, rt.CUDA, f32, Provider, routerTopK),
+		rt.Register(reg, rt.GatherRows, rt.CUDA, f32, Provider, gatherRows),
+		rt.Register(reg, rt.MoEScatterAdd, rt.CUDA, f32, Provider, moeScatterAdd),
 	}
 	for _, err := range regs {
 		if err != nil {
