@@ -53,7 +53,9 @@ func mats(names []string, ts ...*rt.Tensor) ([]mat, error) {
 func kernel(op rt.OpID, f func(c *Context) error) {
 	c, err := Open()
 	if err != nil {
-		return // Register is only reached with a context; nothing to record into
+		// Device tensors come from an open context, so this is a caller
+		// that built one by hand: there is no context to record into.
+		panic(fmt.Sprintf("cuda: %s called without a CUDA context: %v", op, err))
 	}
 	if err := c.do(func() error { return f(c) }); err != nil {
 		c.fail(fmt.Errorf("%s on cuda: %w", op, err))
