@@ -79,7 +79,10 @@ func TestLlamaCppLoadsOurFiles(t *testing.T) {
 				if c.Name != "len7" && c.Name != "greedy" {
 					continue
 				}
-				want := oracle.ReadF32(t, strings.TrimSuffix(theirs, ".gguf")+"."+c.Name+".llamacpp.f32")
+				// Both files run here, in this run: llama.cpp's stored logits
+				// came from another CPU, whose kernels round differently, and
+				// a long greedy case amplifies that past the bound.
+				want := llamaLogits(t, node, dir, theirs, c.IDs)
 				got := llamaLogits(t, node, dir, ours, c.IDs)
 				d, _ := oracle.MaxDiff(got, want)
 				t.Logf("%s %s %s: llama.cpp on ours vs on its own file: max |Δ| %.2g", name, typ, c.Name, d)
