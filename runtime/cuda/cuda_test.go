@@ -241,7 +241,7 @@ func TestMatMulAndEmbeddingAgreeWithCPU(t *testing.T) {
 				}
 			}
 		}
-		for _, M := range []int{1, 7, 64} {
+		for _, M := range []int{1, 7, 9, 64} {
 			x := p.random(1, M, K)
 			out := rt.New(rt.F32, M, N)
 			emb := rt.New(rt.F32, 3, K)
@@ -251,10 +251,11 @@ func TestMatMulAndEmbeddingAgreeWithCPU(t *testing.T) {
 				}
 				return be.Embedding(d(emb), d(w), []int32{5, 0, N - 1})
 			})
-			// 16-bit weights take activations rounded to their type on the
-			// GPU: ~2^-8 relative per product for bf16.
+			// Through cuBLAS, 16-bit weights take activations rounded to
+			// their type: ~2^-8 relative per product for bf16.
+			// One row takes the GEMV kernel, which keeps x in f32.
 			tol := 1e-5
-			if dt != rt.F32 {
+			if dt != rt.F32 && M > 1 {
 				tol = 2e-2
 			}
 			p.t.Logf("%v M=%d", dt, M)
@@ -298,7 +299,7 @@ func BenchmarkMatMulBF16(b *testing.B) {
 		b.Fatal(err)
 	}
 	defer ctx.Free(w)
-	for _, M := range []int{1, 16, 64, 2048} {
+	for _, M := range []int{1, 8, 16, 64, 2048} {
 		b.Run(fmt.Sprintf("M=%d", M), func(b *testing.B) {
 			x, _ := ctx.Alloc(rt.F32, M, K)
 			out, _ := ctx.Alloc(rt.F32, M, N)

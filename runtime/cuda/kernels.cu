@@ -201,6 +201,42 @@ __global__ void to_f16(u16* d, const float* x, i64 sx, int cols) {
     for (int i = threadIdx.x; i < cols; i += blockDim.x) d[r * cols + i] = f32_to_f16(x[r * sx + i]);
 }
 
+// gemv_16: dst[m][n] = Σ_k x[m][k]·w[n][k] for up to 8 rows of f32 x and a
+// bf16 (f16 = 0) or f16 (f16 = 1) weight, one warp per weight row, weights
+// read once in 16-byte loads and widened exactly (no rounding of x).
+// Needs K % 8 == 0 and 16-byte aligned rows of w and x.
+__global__ void gemv_16(float* d, i64 sd, const float* x, i64 sx, const u16* w, int M, int N, int K, int f16) {
+    int n = (blockIdx.x * blockDim.x + threadIdx.x) >> 5, lane = threadIdx.x & 31;
+    if (n >= N) return;
+    const uint4* wr = (const uint4*)(w + (i64)n * K);
+    float acc[8] = {0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f};
+    for (int i = lane; i < K / 8; i += 32) {
+        uint4 q = wr[i];
+        unsigned u[4] = {q.x, q.y, q.z, q.w};
+        float wf[8];
+        for (int j = 0; j < 4; j++) {
+            if (f16) {
+                wf[2 * j] = f16_to_f32((u16)(u[j] & 0xffffu));
+                wf[2 * j + 1] = f16_to_f32((u16)(u[j] >> 16));
+            } else {
+                wf[2 * j] = __uint_as_float(u[j] << 16);
+                wf[2 * j + 1] = __uint_as_float(u[j] & 0xffff0000u);
+            }
+        }
+        for (int m = 0; m < 8; m++) {
+            if (m >= M) break;
+            const float4* xr = (const float4*)(x + m * sx + (i64)i * 8);
+            float4 a = xr[0], b = xr[1];
+            acc[m] += a.x * wf[0] + a.y * wf[1] + a.z * wf[2] + a.w * wf[3] + b.x * wf[4] + b.y * wf[5] + b.z * wf[6] + b.w * wf[7];
+        }
+    }
+    for (int m = 0; m < 8; m++) {
+        if (m >= M) break;
+        float v = warp_sum(acc[m]);
+        if (lane == 0) d[m * sd + n] = v;
+    }
+}
+
 // kv_write_f32: row i of x (width floats) to cache row slots[i].
 __global__ void kv_write_f32(float* cache, const float* x, i64 sx, const int* slots, int width) {
     i64 r = blockIdx.x, dst = (i64)slots[r] * width;
