@@ -105,7 +105,11 @@ func run[K any](b *Backend, d Def[K], dt DType, c *check, ts []*Tensor, call fun
 	onDevice := b.dev != CPU
 	for i, t := range ts {
 		if t.OnDevice() != onDevice {
-			c.failf(ErrPlacement, "operand %d is in %s memory, the op runs on %s", i, map[bool]string{false: "host", true: "device"}[t.OnDevice()], b.dev)
+			where := "host"
+			if t.OnDevice() {
+				where = "device"
+			}
+			c.failf(ErrPlacement, "operand %d is in %s memory, the op runs on %s", i, where, b.dev)
 			break
 		}
 	}

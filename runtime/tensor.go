@@ -51,8 +51,8 @@ func (t *Tensor) viewOf(parent *Tensor, offset int, shape, strides []int) {
 // FromDevice wraps device memory at base (not owned) as a contiguous tensor;
 // a backend's kernels read it through DevicePtr.
 func FromDevice(dt DType, base uintptr, shape ...int) (*Tensor, error) {
-	if e, _ := dt.Block(); e == 0 || (len(shape) > 0 && shape[len(shape)-1]%e != 0) {
-		return nil, fmt.Errorf("runtime: %w: %v for shape %v", ErrDType, dt, shape)
+	if err := wholeBlocks(dt, shape); err != nil {
+		return nil, err
 	}
 	if base == 0 {
 		return nil, fmt.Errorf("runtime: device tensor %v %v at address 0", dt, shape)
@@ -61,6 +61,14 @@ func FromDevice(dt DType, base uintptr, shape ...int) (*Tensor, error) {
 	t.init(dt, nil, 0, shape, nil)
 	t.device = base
 	return t, nil
+}
+
+// wholeBlocks checks that rows of shape are whole blocks of dt.
+func wholeBlocks(dt DType, shape []int) error {
+	if e, _ := dt.Block(); e == 0 || (len(shape) > 0 && shape[len(shape)-1]%e != 0) {
+		return fmt.Errorf("runtime: %w: %v for shape %v", ErrDType, dt, shape)
+	}
+	return nil
 }
 
 // OnDevice reports whether the tensor's elements are in device memory.
@@ -104,8 +112,8 @@ func FromF32(data []float32, shape ...int) (*Tensor, error) {
 // FromBytes wraps data (not copied, e.g. a memory-mapped weight) as a
 // contiguous tensor of dtype dt.
 func FromBytes(dt DType, data []byte, shape ...int) (*Tensor, error) {
-	if e, _ := dt.Block(); e == 0 || (len(shape) > 0 && shape[len(shape)-1]%e != 0) {
-		return nil, fmt.Errorf("runtime: %w: %v for shape %v", ErrDType, dt, shape)
+	if err := wholeBlocks(dt, shape); err != nil {
+		return nil, err
 	}
 	if want := dt.ByteLen(numel(shape)); want != len(data) {
 		return nil, fmt.Errorf("runtime: %w: %d bytes for %v %v, want %d", ErrShape, len(data), dt, shape, want)

@@ -217,6 +217,8 @@ func gdnGating(g, beta, a, b, aLog, dtBias *rt.Tensor) {
 	})
 }
 
+var embedKernels = map[rt.DType]string{rt.F32: "embed_f32", rt.BF16: "embed_bf16", rt.F16: "embed_f16"}
+
 func embedding(dst, table *rt.Tensor, ids []int32) {
 	kernel(rt.OpEmbedding, func(c *Context) error {
 		m, err := mats([]string{"dst", "table"}, dst, table)
@@ -227,8 +229,7 @@ func embedding(dst, table *rt.Tensor, ids []int32) {
 		if err != nil {
 			return err
 		}
-		name := map[rt.DType]string{rt.F32: "embed_f32", rt.BF16: "embed_bf16", rt.F16: "embed_f16"}[table.DType()]
-		return c.launch(name, len(ids), threads(m[0].cols), 0, p(&m[0].ptr), p(&m[0].stride), p(&m[1].ptr), p(&dev), p(&m[0].cols))
+		return c.launch(embedKernels[table.DType()], len(ids), threads(m[0].cols), 0, p(&m[0].ptr), p(&m[0].stride), p(&m[1].ptr), p(&dev), p(&m[0].cols))
 	})
 }
 
