@@ -1,15 +1,12 @@
 package engine
 
 import (
-	"bufio"
 	"errors"
 	"fmt"
 	"log/slog"
-	"os"
-	"strconv"
-	"strings"
 
 	"github.com/govllm/govllm/model/qwen35"
+	rt "github.com/govllm/govllm/runtime"
 )
 
 // Config sizes the engine. Zero values take the defaults.
@@ -17,9 +14,9 @@ type Config struct {
 	MaxNumSeqs          int   // running sequences at most (default 64)
 	MaxNumBatchedTokens int   // tokens per step (default 2048)
 	BlockSize           int   // positions per KV block (default 16)
-	KVCacheBytes        int64 // KV blocks and state slots (default: a quarter of available memory, at most 4 GiB)
+	KVCacheBytes        int64 // KV blocks and state slots (default: a quarter of available memory, at most 4 GiB; half the free GPU memory on a GPU)
 	NumBlocks           int   // KV blocks, overriding what KVCacheBytes leaves (tests, tuning)
-	CheckpointBytes     int64 // DeltaNet state checkpoints for prefix caching (default KVCacheBytes/8)
+	CheckpointBytes     int64 // DeltaNet state checkpoints for prefix caching (default KVCacheBytes/8, at most 1 GiB; host memory)
 	CheckpointInterval  int   // checkpoint every this many prompt tokens (default 256, a multiple of BlockSize)
 	MaxWaiting          int   // queued requests beyond which Submit refuses (default 16 × MaxNumSeqs)
 	NoPrefixCaching     bool
@@ -70,10 +67,10 @@ func (c Config) resolve(m *qwen35.Model) (Config, Plan, error) {
 		c.MaxModelLen = m.Config.MaxPositions
 	}
 	if c.KVCacheBytes == 0 {
-		c.KVCacheBytes = min(availableMemory()/4, 4<<30)
+		c.KVCacheBytes = defaultKVBytes(m.Backend())
 	}
 	if c.CheckpointBytes == 0 {
-		c.CheckpointBytes = c.KVCacheBytes / 8
+		c.CheckpointBytes = min(c.KVCacheBytes/8, 1<<30) // in host memory on every device
 	}
 	switch {
 	case c.MaxNumSeqs < 1 || c.MaxNumBatchedTokens < 1 || c.BlockSize < 1 || c.MaxModelLen < 1:
@@ -112,21 +109,14 @@ func (c Config) resolve(m *qwen35.Model) (Config, Plan, error) {
 	return c, p, nil
 }
 
-// availableMemory reads MemAvailable from /proc/meminfo (1 GiB if unknown).
-func availableMemory() int64 {
-	f, err := os.Open("/proc/meminfo")
-	if err != nil {
-		return 1 << 30
+// defaultKVBytes is the cache budget when none is given: a quarter of the
+// free host memory up to 4 GiB on the CPU, where the weights and the
+// system share it; on a GPU, half of what is free after the weights, as
+// vLLM takes most of the card.
+func defaultKVBytes(be *rt.Backend) int64 {
+	free := be.Memory().Available()
+	if be.Device() == rt.CPU {
+		return min(free/4, 4<<30)
 	}
-	defer f.Close()
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		if rest, ok := strings.CutPrefix(sc.Text(), "MemAvailable:"); ok {
-			kb, err := strconv.ParseInt(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(rest), "kB")), 10, 64)
-			if err == nil {
-				return kb << 10
-			}
-		}
-	}
-	return 1 << 30
+	return free / 2
 }

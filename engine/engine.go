@@ -65,9 +65,12 @@ func New(m *qwen35.Model, tok *tokenizer.Tokenizer, cfg Config) (*Engine, error)
 	if err != nil {
 		return nil, err
 	}
-	e := &Engine{m: m, tok: tok, cfg: cfg, plan: plan,
-		cache: m.NewCache(cfg.BlockSize, plan.NumBlocks, plan.NumSlots),
-		pool:  newBlockPool(plan.NumBlocks), ckpts: newCheckpointPool(plan.CheckpointBytes),
+	cache, err := m.NewCache(cfg.BlockSize, plan.NumBlocks, plan.NumSlots)
+	if err != nil {
+		return nil, err
+	}
+	e := &Engine{m: m, tok: tok, cfg: cfg, plan: plan, cache: cache,
+		pool: newBlockPool(plan.NumBlocks), ckpts: newCheckpointPool(plan.CheckpointBytes),
 		eos: map[int32]bool{}, wake: make(chan struct{}, 1), stopped: make(chan struct{})}
 	eos := cfg.EOSTokenIDs
 	if len(eos) == 0 {
@@ -207,6 +210,7 @@ func (e *Engine) Close() {
 	e.mu.Unlock()
 	e.signal()
 	<-e.stopped
+	e.cache.Close()
 }
 
 func (e *Engine) loop() {

@@ -3,6 +3,8 @@ package engine
 import (
 	"context"
 	"math"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
@@ -12,18 +14,44 @@ import (
 	"github.com/govllm/govllm/internal/oracle"
 	"github.com/govllm/govllm/model/qwen35"
 	rt "github.com/govllm/govllm/runtime"
+	"github.com/govllm/govllm/runtime/backends"
 	"github.com/govllm/govllm/runtime/cpu"
 	"github.com/govllm/govllm/tokenizer"
 )
 
-func loadModel(t testing.TB, fixture string) (*qwen35.Model, *tokenizer.Tokenizer, *oracle.Fixture) {
+// testDevice is where the engine tests run: the CPU, or the GPU when
+// GOVLLM_TEST_DEVICE=cuda (then greedy paths may part where transformers'
+// top-2 gap is within bf16 error, see checkGreedy).
+var testDevice = os.Getenv("GOVLLM_TEST_DEVICE")
+
+// gapBound is the top-2 gap under which greedy paths may part on testDevice.
+func gapBound() float32 {
+	if testDevice == "cuda" {
+		return 2e-2
+	}
+	return 0
+}
+
+func testBackend(t testing.TB) *rt.Backend {
 	t.Helper()
-	fx := oracle.Load(t, fixture)
+	if testDevice == "cuda" {
+		be, err := backends.New(rt.CUDA)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return be
+	}
 	reg := rt.NewRegistry()
 	if err := cpu.Register(reg); err != nil {
 		t.Fatal(err)
 	}
-	m, err := qwen35.Load(fx.Dir, rt.NewBackend(reg, rt.CPU), qwen35.Options{})
+	return rt.NewBackend(reg, rt.CPU)
+}
+
+func loadModel(t testing.TB, fixture string) (*qwen35.Model, *tokenizer.Tokenizer, *oracle.Fixture) {
+	t.Helper()
+	fx := oracle.Load(t, fixture)
+	m, err := qwen35.Load(fx.Dir, testBackend(t), qwen35.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -113,13 +141,43 @@ func checkGreedy(t *testing.T, results []result, want [][]int32) {
 	}
 }
 
+// checkGreedyNear is checkGreedy where a path may part from transformers'
+// at a step whose top-2 gap in ref (logits over the full greedy sequence)
+// is under gapBound; the tokens before that must match.
+func checkGreedyNear(t *testing.T, fx *oracle.Fixture, vocab int, results []result, want [][]int32) {
+	t.Helper()
+	if gapBound() == 0 {
+		checkGreedy(t, results, want)
+		return
+	}
+	ref := oracle.ReadF32(t, filepath.Join(fx.Dir, "logits_greedy_full.f32"))
+	full := fx.Greedy.Full
+	for i, r := range results {
+		if r.err != nil || len(r.ids) != len(want[i]) {
+			t.Errorf("request %d: %v (%s, %v), want %v", i, r.ids, r.reason, r.err, want[i])
+			continue
+		}
+		start := len(full) - len(want[i]) // position of the first generated token
+		for j := range r.ids {
+			if r.ids[j] == want[i][j] {
+				continue
+			}
+			row := ref[(start+j-1)*vocab : (start+j)*vocab]
+			if gap := row[want[i][j]] - row[r.ids[j]]; gap > gapBound() {
+				t.Errorf("request %d: token %d is %d, transformers %d by a logit gap of %.3g", i, j, r.ids[j], want[i][j], gap)
+			}
+			break
+		}
+	}
+}
+
 func TestConcurrentGreedyMatchesTransformers(t *testing.T) {
 	for _, fixture := range []string{"qwen35-dense", "qwen35moe"} {
 		m, tok, fx := loadModel(t, fixture)
 		// A budget of 8 tokens forces chunked prefill mixed with decodes.
 		e := newEngine(t, m, tok, Config{MaxNumBatchedTokens: 8, MaxNumSeqs: 16})
 		reqs, want := greedyRequests(fx, 14)
-		checkGreedy(t, runAll(t, e, reqs), want)
+		checkGreedyNear(t, fx, m.Config.VocabSize, runAll(t, e, reqs), want)
 		waitIdle(t, e)
 	}
 }
@@ -130,7 +188,7 @@ func TestPreemptionKeepsOutputsAndFreesBlocks(t *testing.T) {
 	// requests cannot all hold theirs in 10 blocks.
 	e := newEngine(t, m, tok, Config{MaxNumBatchedTokens: 64, MaxNumSeqs: 12, NumBlocks: 10, NoPrefixCaching: true})
 	reqs, want := greedyRequests(fx, 12)
-	checkGreedy(t, runAll(t, e, reqs), want)
+	checkGreedyNear(t, fx, m.Config.VocabSize, runAll(t, e, reqs), want)
 	waitIdle(t, e)
 	if st := e.Stats(); st.Preemptions == 0 {
 		t.Errorf("no preemption happened: %+v", st)

@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"log/slog"
 	"slices"
 	"time"
 )
@@ -41,7 +42,10 @@ func (e *Engine) schedule() []scheduled {
 	}
 	for len(e.waiting) > 0 && budget > 0 && len(e.running) < e.cfg.MaxNumSeqs && len(e.freeSlots) > 0 {
 		s := e.waiting[0]
-		e.admit(s)
+		if err := e.admit(s); err != nil {
+			e.abort(s.req, FinishAbort, err) // takes it off the queue
+			continue
+		}
 		n := e.chunk(s, budget)
 		if !e.reserve(s, s.computed+n) {
 			e.release(s)
@@ -93,12 +97,14 @@ func (e *Engine) reserve(s *sequence, upto int) bool {
 
 // admit gives a waiting sequence a state slot and, with prefix caching,
 // the longest cached prefix of its tokens.
-func (e *Engine) admit(s *sequence) {
+func (e *Engine) admit(s *sequence) error {
 	s.slot = e.freeSlots[len(e.freeSlots)-1]
 	e.freeSlots = e.freeSlots[:len(e.freeSlots)-1]
-	e.cache.ResetSlot(s.slot)
+	if err := e.cache.ResetSlot(s.slot); err != nil {
+		return err
+	}
 	if e.cfg.NoPrefixCaching {
-		return
+		return nil
 	}
 	h := s.hashesUpTo(len(s.tokens))
 	bs := e.cfg.BlockSize
@@ -126,7 +132,7 @@ func (e *Engine) admit(s *sequence) {
 			b, got := e.pool.alloc()
 			if !got {
 				e.releaseBlocks(s)
-				return
+				return nil
 			}
 			s.blocks = append(s.blocks, b)
 		}
@@ -135,15 +141,17 @@ func (e *Engine) admit(s *sequence) {
 			tail = int(s.blocks[full])
 		}
 		if err := e.cache.Restore(ck.snap, s.slot, tail); err != nil {
+			// A snapshot that no longer fits is a miss; the slot is reset.
 			e.releaseBlocks(s)
-			return
+			return e.cache.ResetSlot(s.slot)
 		}
 		s.computed, s.registeredBlocks = l, full
 		if s.scheduledAt.IsZero() {
 			s.cached = min(l, s.promptLen)
 		}
-		return
+		return nil
 	}
+	return nil
 }
 
 // registerBlocks records the hashes of s's newly completed full blocks.
@@ -170,8 +178,13 @@ func (e *Engine) checkpoint(s *sequence) {
 	if rows > 0 {
 		tail = int(s.blocks[l/bs])
 	}
+	snap, err := e.cache.Save(s.slot, tail, rows)
+	if err != nil {
+		slog.Warn("engine: no prefix checkpoint", "err", err) // a cache miss later, nothing worse
+		return
+	}
 	h := s.hashesUpTo(l)
-	e.ckpts.add(h[l], s.tokens[:l], e.cache.Save(s.slot, tail, rows))
+	e.ckpts.add(h[l], s.tokens[:l], snap)
 }
 
 // preempt frees a running sequence and puts it back at the front of the

@@ -7,13 +7,25 @@ import "fmt"
 type Backend struct {
 	reg *Registry
 	dev Device
+	mem Memory
 }
 
-// NewBackend binds a registry to a device.
-func NewBackend(reg *Registry, dev Device) *Backend { return &Backend{reg: reg, dev: dev} }
+// NewBackend binds a registry to the CPU, or to a device whose memory
+// comes from elsewhere (backends.New gives it).
+func NewBackend(reg *Registry, dev Device) *Backend {
+	return &Backend{reg: reg, dev: dev, mem: HostMemory{}}
+}
+
+// NewBackendWith binds a registry to a device and its memory.
+func NewBackendWith(reg *Registry, dev Device, mem Memory) *Backend {
+	return &Backend{reg: reg, dev: dev, mem: mem}
+}
 
 // Device is the device the backend runs on.
 func (b *Backend) Device() Device { return b.dev }
+
+// Memory is where the backend's tensors live.
+func (b *Backend) Memory() Memory { return b.mem }
 
 // Registry is the registry the backend dispatches through.
 func (b *Backend) Registry() *Registry { return b.reg }
@@ -437,25 +449,67 @@ func (b *Backend) Conv1dCausal(dst, x, w, state *Tensor) error {
 	c := &check{}
 	ts := []*Tensor{dst, x, w, state}
 	if nonNil(ts...) {
-		c.f32("operands", ts...)
-		for _, t := range ts {
-			c.rank("operands", t, 2)
+		checkConv1d(c, dst, x, w, state, 2)
+	}
+	return run(b, Conv1dCausal, F32, c, ts, func(k Conv1dKernel) { k(dst, x, w, state) })
+}
+
+// checkConv1d checks conv1d operands; state has rank stateRank, its last
+// two dimensions [K-1, C].
+func checkConv1d(c *check, dst, x, w, state *Tensor, stateRank int) {
+	c.f32("operands", dst, x, w, state)
+	for _, t := range []*Tensor{dst, x, w} {
+		c.rank("operands", t, 2)
+	}
+	c.rank("state", state, stateRank)
+	c.contiguous("w", w)
+	c.contiguous("state", state)
+	c.rows("x", x)
+	c.rows("dst", dst)
+	if c.err != nil {
+		return
+	}
+	c.sameShape("dst", dst, "x", x)
+	if !(w.shape[0] == x.shape[1] && w.shape[1] >= 1) {
+		c.failf(ErrShape, "w %v for %d channels", w.shape, x.shape[1])
+	}
+	if st := state.shape[stateRank-2:]; !(st[0] == w.shape[1]-1 && st[1] == x.shape[1]) {
+		c.failf(ErrShape, "state %v, want [.. %d %d]", state.shape, w.shape[1]-1, x.shape[1])
+	}
+}
+
+// checkSlots checks that slots names n distinct rows of states.
+func checkSlots(c *check, slots []int32, n int, states *Tensor) {
+	if len(slots) != n {
+		c.failf(ErrShape, "%d slots for %d rows", len(slots), n)
+		return
+	}
+	for i, s := range slots {
+		if s < 0 || int(s) >= states.shape[0] {
+			c.failf(ErrShape, "slot %d of row %d outside the %d states", s, i, states.shape[0])
+			return
 		}
-		c.contiguous("w", w)
-		c.contiguous("state", state)
-		c.rows("x", x)
-		c.rows("dst", dst)
-		if c.err == nil {
-			c.sameShape("dst", dst, "x", x)
-			if !(w.shape[0] == x.shape[1] && w.shape[1] >= 1) {
-				c.failf(ErrShape, "w %v for %d channels", w.shape, x.shape[1])
-			}
-			if !(state.shape[0] == w.shape[1]-1 && state.shape[1] == x.shape[1]) {
-				c.failf(ErrShape, "state %v, want [%d %d]", state.shape, w.shape[1]-1, x.shape[1])
+		for _, t := range slots[:i] {
+			if t == s {
+				c.failf(ErrShape, "slot %d given to two rows", s)
+				return
 			}
 		}
 	}
-	return run(b, Conv1dCausal, F32, c, ts, func(k Conv1dKernel) { k(dst, x, w, state) })
+}
+
+// Conv1dSlots is Conv1dCausal over one token of each of several
+// sequences: row i of x continues from, and advances, states[slots[i]].
+func (b *Backend) Conv1dSlots(dst, x, w, states *Tensor, slots []int32) error {
+	c := &check{}
+	ts := []*Tensor{dst, x, w, states}
+	if nonNil(ts...) {
+		checkConv1d(c, dst, x, w, states, 3)
+		if c.err == nil {
+			checkSlots(c, slots, x.shape[0], states)
+		}
+	}
+	return run(b, Conv1dSlots, F32, c, ts, func(k Conv1dSlotsKernel) { k(dst, x, w, states, slots) })
 }
 
 // L2Norm divides each row of x by its L2 norm (with eps under the root).
@@ -493,11 +547,18 @@ func (b *Backend) GDNGating(g, beta, a, bIn, aLog, dtBias *Tensor) error {
 }
 
 func checkDeltaRule(c *check, out, q, k, v, g, beta, state *Tensor) {
+	checkDeltaRuleRanked(c, out, q, k, v, g, beta, state, 3)
+}
+
+// checkDeltaRuleRanked checks delta rule operands; state has rank
+// stateRank, its last three dimensions [Hv, Dk, Dv].
+func checkDeltaRuleRanked(c *check, out, q, k, v, g, beta, state *Tensor, stateRank int) {
 	c.f32("operands", out, q, k, v, g, beta, state)
-	for _, t := range []*Tensor{out, q, k, v, state} {
+	for _, t := range []*Tensor{out, q, k, v} {
 		c.rank("operands", t, 3)
 		c.rows("operands", t)
 	}
+	c.rank("state", state, stateRank)
 	for _, t := range []*Tensor{g, beta} {
 		c.rank("g/beta", t, 2)
 		c.rows("g/beta", t)
@@ -519,9 +580,23 @@ func checkDeltaRule(c *check, out, q, k, v, g, beta, state *Tensor) {
 	if !(g.shape[1] == hv && beta.shape[1] == hv) {
 		c.failf(ErrShape, "g %v and beta %v for %d value heads", g.shape, beta.shape, hv)
 	}
-	if !(state.shape[0] == hv && state.shape[1] == dk && state.shape[2] == dv) {
-		c.failf(ErrShape, "state %v, want [%d %d %d]", state.shape, hv, dk, dv)
+	if st := state.shape[stateRank-3:]; !(st[0] == hv && st[1] == dk && st[2] == dv) {
+		c.failf(ErrShape, "state %v, want [.. %d %d %d]", state.shape, hv, dk, dv)
 	}
+}
+
+// DeltaRuleSlots is DeltaRuleRecurrent over one token of each of several
+// sequences: row i continues from, and advances, states[slots[i]].
+func (b *Backend) DeltaRuleSlots(out, q, k, v, g, beta, states *Tensor, slots []int32, p DeltaRuleParams) error {
+	c := &check{}
+	ts := []*Tensor{out, q, k, v, g, beta, states}
+	if nonNil(ts...) {
+		checkDeltaRuleRanked(c, out, q, k, v, g, beta, states, 4)
+		if c.err == nil {
+			checkSlots(c, slots, q.shape[0], states)
+		}
+	}
+	return run(b, DeltaRuleSlots, F32, c, ts, func(kern DeltaRuleSlotsKernel) { kern(out, q, k, v, g, beta, states, slots, p) })
 }
 
 // DeltaRuleChunked runs the gated delta rule over a sequence in chunks.

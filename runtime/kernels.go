@@ -58,6 +58,14 @@ type (
 	DeltaRuleChunkedKernel func(out, q, k, v, g, beta, state *Tensor, p DeltaRuleParams)
 	// DeltaRuleRecurrentKernel is the same rule one token at a time.
 	DeltaRuleRecurrentKernel func(out, q, k, v, g, beta, state *Tensor, p DeltaRuleParams)
+	// Conv1dSlotsKernel is Conv1dKernel for a decode step of many
+	// sequences: row i of x [N, C] is one token of the sequence whose state
+	// is states[slots[i]] ([S, K-1, C]).
+	Conv1dSlotsKernel func(dst, x, w, states *Tensor, slots []int32)
+	// DeltaRuleSlotsKernel is DeltaRuleRecurrentKernel for a decode step of
+	// many sequences: row i of q, k, v, g, beta is one token of the sequence
+	// whose state is states[slots[i]] ([S, Hv, Dk, Dv]).
+	DeltaRuleSlotsKernel func(out, q, k, v, g, beta, states *Tensor, slots []int32, p DeltaRuleParams)
 	// RouterTopKKernel takes a softmax over each row of logits [T, E], keeps
 	// the k largest and renormalises them to sum to one.
 	RouterTopKKernel func(ids []int32, weights []float32, logits *Tensor, k int)
@@ -114,4 +122,6 @@ var (
 	RouterTopK         = Def[RouterTopKKernel]{OpRouterTopK}
 	GatherRows         = Def[GatherRowsKernel]{OpGatherRows}
 	MoEScatterAdd      = Def[MoEScatterAddKernel]{OpMoEScatterAdd}
+	Conv1dSlots        = Def[Conv1dSlotsKernel]{OpConv1dSlots}
+	DeltaRuleSlots     = Def[DeltaRuleSlotsKernel]{OpDeltaRuleSlots}
 )

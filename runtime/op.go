@@ -31,6 +31,8 @@ const (
 	OpRouterTopK                     // moe_router_topk
 	OpGatherRows                     // gather_rows
 	OpMoEScatterAdd                  // moe_scatter_add
+	OpConv1dSlots                    // conv1d_causal_slots
+	OpDeltaRuleSlots                 // delta_rule_slots
 	opCount
 )
 

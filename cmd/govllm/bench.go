@@ -129,7 +129,7 @@ llama-batched-bench's S_TG does.`,
 				// The test's cache is garbage now: free it before the next
 				// test makes its own, as llama-bench frees its context.
 				goruntime.GC()
-				r.Build, r.CPUInfo, r.Backends = "govllm", cpuName(), "CPU"
+				r.Build, r.CPUInfo, r.Backends = "govllm", cpuName(), strings.ToUpper(m.Backend().Device().String())
 				r.ModelFile, r.ModelSize, r.ModelParams = modelPath, fileSize(modelPath), m.ParamCount()
 				r.ModelType = modelType(m)
 				r.NThreads, r.NSeqs, r.NBatch, r.NUBatch = threads, conc, max(t[0], 1), max(t[0], 1)
@@ -191,7 +191,11 @@ func (b *bencher) run(nPrompt, nGen, conc int) (benchResult, error) {
 	const blockSize = 16
 	ctx := nPrompt + nGen
 	perSeq := (ctx + blockSize - 1) / blockSize
-	cache := b.m.NewCache(blockSize, perSeq*conc, conc)
+	cache, err := b.m.NewCache(blockSize, perSeq*conc, conc)
+	if err != nil {
+		return benchResult{}, err
+	}
+	defer cache.Close()
 	seqs := make([]qwen35.Seq, conc)
 	for i := range seqs {
 		for j := range perSeq {
@@ -221,7 +225,9 @@ func (b *bencher) run(nPrompt, nGen, conc int) (benchResult, error) {
 	var allocs, counted uint64
 	for rep := -1; rep < b.reps; rep++ {
 		for s := range conc {
-			cache.ResetSlot(s)
+			if err := cache.ResetSlot(s); err != nil {
+				return r, err
+			}
 		}
 		var elapsed time.Duration
 		var ms0, ms1 goruntime.MemStats

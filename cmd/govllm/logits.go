@@ -67,20 +67,23 @@ func newLogitsCmd() *cobra.Command {
 	return cmd
 }
 
-func loadModel(dir, device string, composite bool) (*qwen35.Model, error) {
+// newBackend reads --device and opens that backend.
+func newBackend(device string) (*rt.Backend, error) {
 	dev, ok := backends.ParseDevice(device)
 	if !ok {
 		return nil, fmt.Errorf("--device %q: unknown device (want cpu or cuda)", device)
 	}
-	if err := backends.Usable(dev); err != nil {
-		return nil, err
-	}
-	reg, err := backends.Registry()
+	return backends.New(dev)
+}
+
+func loadModel(dir, device string, composite bool) (*qwen35.Model, error) {
+	be, err := newBackend(device)
 	if err != nil {
 		return nil, err
 	}
+	dev := be.Device()
 	start := time.Now()
-	m, err := qwen35.Load(dir, rt.NewBackend(reg, dev), qwen35.Options{Composite: composite})
+	m, err := qwen35.Load(dir, be, qwen35.Options{Composite: composite})
 	if err != nil {
 		return nil, err
 	}
@@ -124,6 +127,7 @@ func parseMode(mode string, n int) (int, error) {
 // gathers every position's logits.
 func runChunks(m *qwen35.Model, ids []int32, chunk int) ([]float32, error) {
 	st := m.NewState()
+	defer st.Close()
 	out := make([]float32, 0, len(ids)*m.Config.VocabSize)
 	for lo := 0; lo < len(ids); lo += chunk {
 		logits, err := m.Forward(st, ids[lo:min(lo+chunk, len(ids))], qwen35.ForwardOptions{})

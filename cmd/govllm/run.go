@@ -119,6 +119,7 @@ func generate(w io.Writer, m *qwen35.Model, tok *tokenizer.Tokenizer, s *engine.
 		return fmt.Errorf("the prompt encodes to no tokens")
 	}
 	st := m.NewState()
+	defer st.Close()
 	dec := tok.NewStreamDecoder(true)
 	input := prompt
 	for range maxTokens {

@@ -18,8 +18,6 @@ import (
 	"github.com/govllm/govllm/engine"
 	"github.com/govllm/govllm/internal/defaultmodel"
 	"github.com/govllm/govllm/model/qwen35"
-	rt "github.com/govllm/govllm/runtime"
-	"github.com/govllm/govllm/runtime/backends"
 	"github.com/govllm/govllm/server"
 	"github.com/govllm/govllm/tokenizer"
 	"github.com/spf13/cobra"
@@ -103,14 +101,7 @@ func serve(ctx context.Context, modelDir string, f serveFlags, ready chan<- stri
 	if err != nil {
 		return err
 	}
-	dev, ok := backends.ParseDevice(f.device)
-	if !ok {
-		return fmt.Errorf("--device %q: unknown device (want cpu or cuda)", f.device)
-	}
-	if err := backends.Usable(dev); err != nil {
-		return err
-	}
-	reg, err := backends.Registry()
+	be, err := newBackend(f.device)
 	if err != nil {
 		return err
 	}
@@ -128,7 +119,7 @@ func serve(ctx context.Context, modelDir string, f serveFlags, ready chan<- stri
 	}
 	bar, progress := newProgress("loading weights")
 	start := time.Now()
-	m, err := qwen35.Load(modelDir, rt.NewBackend(reg, dev), qwen35.Options{Progress: progress})
+	m, err := qwen35.Load(modelDir, be, qwen35.Options{Progress: progress})
 	bar.Finish()
 	if err != nil {
 		return err

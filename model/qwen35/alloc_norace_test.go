@@ -18,7 +18,10 @@ import (
 func TestDecodeStepAllocatesNothing(t *testing.T) {
 	m := load(t, oracle.Dir(t)+"/qwen35-dense-h256-vlayout", qwen35.Options{})
 	blocks := []int32{0, 1, 2, 3}
-	cache := m.NewCache(16, len(blocks), 1)
+	cache, err := m.NewCache(16, len(blocks), 1)
+	if err != nil {
+		t.Fatal(err)
+	}
 	seq := []qwen35.Seq{{Tokens: []int32{1}, Blocks: blocks, Logits: qwen35.LastLogits}}
 	step := func() {
 		if _, err := m.ForwardBatch(cache, seq, qwen35.ForwardOptions{}); err != nil {

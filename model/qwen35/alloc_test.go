@@ -16,12 +16,17 @@ func BenchmarkDecodeStep(b *testing.B) {
 	for i := range blocks {
 		blocks[i] = int32(i)
 	}
-	cache := m.NewCache(bs, len(blocks), 1)
+	cache, err := m.NewCache(bs, len(blocks), 1)
+	if err != nil {
+		b.Fatal(err)
+	}
 	seq := []qwen35.Seq{{Tokens: []int32{1}, Blocks: blocks, Logits: qwen35.LastLogits}}
 	step := func() {
 		if seq[0].Start == maxLen-1 {
 			seq[0].Start = 0
-			cache.ResetSlot(0)
+			if err := cache.ResetSlot(0); err != nil {
+				b.Fatal(err)
+			}
 		}
 		if _, err := m.ForwardBatch(cache, seq, qwen35.ForwardOptions{}); err != nil {
 			b.Fatal(err)
@@ -39,7 +44,10 @@ func BenchmarkDecodeStep(b *testing.B) {
 func BenchmarkDecodeStep8(b *testing.B) {
 	m := load(b, oracle.Dir(b)+"/qwen35-dense-h256-vlayout", qwen35.Options{})
 	const n, bs, perSeq = 8, 16, 16
-	cache := m.NewCache(bs, n*perSeq, n)
+	cache, err := m.NewCache(bs, n*perSeq, n)
+	if err != nil {
+		b.Fatal(err)
+	}
 	seqs := make([]qwen35.Seq, n)
 	for i := range seqs {
 		for j := range perSeq {
@@ -51,7 +59,9 @@ func BenchmarkDecodeStep8(b *testing.B) {
 		for i := range seqs {
 			if seqs[i].Start == bs*perSeq-1 {
 				seqs[i].Start = 0
-				cache.ResetSlot(i)
+				if err := cache.ResetSlot(i); err != nil {
+					b.Fatal(err)
+				}
 			}
 		}
 		if _, err := m.ForwardBatch(cache, seqs, qwen35.ForwardOptions{}); err != nil {

@@ -1,6 +1,7 @@
 package qwen35
 
 import (
+	"errors"
 	"fmt"
 
 	rt "github.com/govllm/govllm/runtime"
@@ -15,9 +16,14 @@ type Cache struct {
 	k, v      []*rt.Tensor // per attention layer: [NumBlocks·BlockSize, Hkv, D]
 	conv, rec []*rt.Tensor // per DeltaNet layer: [NumSlots, K-1, C], [NumSlots, Hv, Dk, Dv]
 
-	// A forward step's batch and tensors, reused by the next step.
-	step  batch
-	arena rt.Arena
+	mem rt.Memory // where the tensors above live
+	err error     // of NewCache's allocations
+
+	// A forward step's batch and tensors, reused by the next step, and the
+	// host copy of its logits when the backend's memory is a device's.
+	step   batch
+	arena  rt.Arena
+	logits *rt.Tensor
 }
 
 // CacheSizes are the bytes one KV block and one state slot take.
@@ -42,22 +48,58 @@ func (m *Model) CacheSizes(blockSize int) CacheSizes {
 
 func convChannels(c *Config) int { return 2*c.LinKeyHeads*c.LinKeyDim + c.LinValueHeads*c.LinValueDim }
 
-// NewCache allocates a cache of numBlocks blocks and numSlots state slots.
-func (m *Model) NewCache(blockSize, numBlocks, numSlots int) *Cache {
-	c := m.Config
-	cache := &Cache{BlockSize: blockSize, NumBlocks: numBlocks, NumSlots: numSlots,
+// NewCache allocates a cache of numBlocks blocks and numSlots state slots
+// in the backend's memory. Close frees it.
+func (m *Model) NewCache(blockSize, numBlocks, numSlots int) (*Cache, error) {
+	c, mem := m.Config, m.be.Memory()
+	cache := &Cache{BlockSize: blockSize, NumBlocks: numBlocks, NumSlots: numSlots, mem: mem,
 		k: make([]*rt.Tensor, len(m.Layers)), v: make([]*rt.Tensor, len(m.Layers)),
 		conv: make([]*rt.Tensor, len(m.Layers)), rec: make([]*rt.Tensor, len(m.Layers))}
+	cache.arena.SetMemory(mem)
+	alloc := func(shape ...int) *rt.Tensor {
+		t, err := mem.Alloc(rt.F32, shape...)
+		if err != nil && cache.err == nil {
+			cache.err = fmt.Errorf("qwen35: cache of %d blocks and %d slots: %w", numBlocks, numSlots, err)
+		}
+		return t
+	}
 	for i, l := range m.Layers {
 		if l.Kind == FullAttention {
-			cache.k[i] = rt.New(rt.F32, numBlocks*blockSize, c.NumKVHeads, c.HeadDim)
-			cache.v[i] = rt.New(rt.F32, numBlocks*blockSize, c.NumKVHeads, c.HeadDim)
+			cache.k[i] = alloc(numBlocks*blockSize, c.NumKVHeads, c.HeadDim)
+			cache.v[i] = alloc(numBlocks*blockSize, c.NumKVHeads, c.HeadDim)
 		} else {
-			cache.conv[i] = rt.New(rt.F32, numSlots, c.ConvKernel-1, convChannels(c))
-			cache.rec[i] = rt.New(rt.F32, numSlots, c.LinValueHeads, c.LinKeyDim, c.LinValueDim)
+			cache.conv[i] = alloc(numSlots, c.ConvKernel-1, convChannels(c))
+			cache.rec[i] = alloc(numSlots, c.LinValueHeads, c.LinKeyDim, c.LinValueDim)
 		}
 	}
-	return cache
+	if err := cache.err; err != nil {
+		cache.Close()
+		return nil, err
+	}
+	return cache, nil
+}
+
+// Close frees the cache's memory.
+func (c *Cache) Close() {
+	c.freeKV()
+	for _, ts := range [][]*rt.Tensor{c.conv, c.rec} {
+		for _, t := range ts {
+			if t != nil {
+				c.mem.Free(t)
+			}
+		}
+	}
+	c.arena.Free()
+}
+
+func (c *Cache) freeKV() {
+	for _, ts := range [][]*rt.Tensor{c.k, c.v} {
+		for _, t := range ts {
+			if t != nil {
+				c.mem.Free(t)
+			}
+		}
+	}
 }
 
 // slot returns the state views of one slot of DeltaNet layer i.
@@ -67,20 +109,30 @@ func (c *Cache) slot(i, slot int) (conv, rec *rt.Tensor) {
 	return conv, rec
 }
 
+// kvRows returns the views of rows [r0, r1) of attention layer i's keys and
+// values.
+func (c *Cache) kvRows(i, r0, r1 int) (k, v *rt.Tensor) {
+	k, _ = c.k[i].Slice(0, r0, r1)
+	v, _ = c.v[i].Slice(0, r0, r1)
+	return k, v
+}
+
 // ResetSlot zeroes a slot for a new sequence.
-func (c *Cache) ResetSlot(slot int) {
+func (c *Cache) ResetSlot(slot int) error {
 	for i := range c.conv {
 		if c.conv[i] != nil {
 			conv, rec := c.slot(i, slot)
-			clear(conv.F32()[:conv.Len()])
-			clear(rec.F32()[:rec.Len()])
+			if err := errors.Join(c.mem.Zero(conv), c.mem.Zero(rec)); err != nil {
+				return fmt.Errorf("qwen35: reset of state slot %d: %w", slot, err)
+			}
 		}
 	}
+	return nil
 }
 
-// Snapshot is a copy of one slot's DeltaNet state and of the keys and
-// values of a partial last block: what resuming a sequence at a position
-// needs beyond its full, shared blocks.
+// Snapshot is a copy, in host memory, of one slot's DeltaNet state and of
+// the keys and values of a partial last block: what resuming a sequence at
+// a position needs beyond its full, shared blocks.
 type Snapshot struct {
 	state [][]float32 // per DeltaNet layer: conv then recurrent state
 	tail  [][]float32 // per attention layer: k then v rows of the partial block
@@ -99,80 +151,97 @@ func (s *Snapshot) Bytes() int64 {
 	return n
 }
 
+// host wraps part of a snapshot buffer as a tensor of t's shape.
+func host(buf []float32, t *rt.Tensor) *rt.Tensor {
+	h, _ := rt.FromF32(buf[:t.Len()], t.Shape()...)
+	return h
+}
+
 // Save copies slot's state and the first rows positions of block tailBlock
 // (ignored when rows is 0).
-func (c *Cache) Save(slot, tailBlock, rows int) *Snapshot {
+func (c *Cache) Save(slot, tailBlock, rows int) (*Snapshot, error) {
 	s := &Snapshot{Rows: rows}
+	var errs []error
 	for i := range c.conv {
 		if c.conv[i] != nil {
 			conv, rec := c.slot(i, slot)
 			buf := make([]float32, conv.Len()+rec.Len())
-			copy(buf, conv.F32()[:conv.Len()])
-			copy(buf[conv.Len():], rec.F32()[:rec.Len()])
+			errs = append(errs, c.mem.Copy(host(buf, conv), conv), c.mem.Copy(host(buf[conv.Len():], rec), rec))
 			s.state = append(s.state, buf)
 		}
 		if c.k[i] != nil && rows > 0 {
-			width := c.k[i].Dim(1) * c.k[i].Dim(2)
-			off := tailBlock * c.BlockSize * width
-			buf := make([]float32, 2*rows*width)
-			copy(buf, c.k[i].F32()[off:off+rows*width])
-			copy(buf[rows*width:], c.v[i].F32()[off:off+rows*width])
+			k, v := c.kvRows(i, tailBlock*c.BlockSize, tailBlock*c.BlockSize+rows)
+			buf := make([]float32, 2*k.Len())
+			errs = append(errs, c.mem.Copy(host(buf, k), k), c.mem.Copy(host(buf[k.Len():], v), v))
 			s.tail = append(s.tail, buf)
 		}
 	}
-	return s
+	if err := errors.Join(errs...); err != nil {
+		return nil, fmt.Errorf("qwen35: snapshot of state slot %d: %w", slot, err)
+	}
+	return s, nil
 }
 
 // Restore writes a snapshot into slot and, if it holds a partial block,
 // into block tailBlock.
 func (c *Cache) Restore(s *Snapshot, slot, tailBlock int) error {
 	si, ti := 0, 0
+	var errs []error
 	for i := range c.conv {
 		if c.conv[i] != nil {
-			if si >= len(s.state) {
+			conv, rec := c.slot(i, slot)
+			if si >= len(s.state) || len(s.state[si]) != conv.Len()+rec.Len() {
 				return fmt.Errorf("qwen35: snapshot does not fit this model")
 			}
-			conv, rec := c.slot(i, slot)
-			copy(conv.F32()[:conv.Len()], s.state[si])
-			copy(rec.F32()[:rec.Len()], s.state[si][conv.Len():])
+			errs = append(errs, c.mem.Copy(conv, host(s.state[si], conv)), c.mem.Copy(rec, host(s.state[si][conv.Len():], rec)))
 			si++
 		}
 		if c.k[i] != nil && s.Rows > 0 {
-			width := c.k[i].Dim(1) * c.k[i].Dim(2)
-			off := tailBlock * c.BlockSize * width
-			n := s.Rows * width
-			copy(c.k[i].F32()[off:off+n], s.tail[ti][:n])
-			copy(c.v[i].F32()[off:off+n], s.tail[ti][n:])
+			k, v := c.kvRows(i, tailBlock*c.BlockSize, tailBlock*c.BlockSize+s.Rows)
+			if ti >= len(s.tail) || len(s.tail[ti]) != 2*k.Len() {
+				return fmt.Errorf("qwen35: snapshot does not fit this model")
+			}
+			errs = append(errs, c.mem.Copy(k, host(s.tail[ti], k)), c.mem.Copy(v, host(s.tail[ti][k.Len():], v)))
 			ti++
 		}
+	}
+	if err := errors.Join(errs...); err != nil {
+		return fmt.Errorf("qwen35: restore into state slot %d: %w", slot, err)
 	}
 	return nil
 }
 
-// CopyBlock copies the keys and values of block src into block dst.
-func (c *Cache) CopyBlock(dst, src int) {
+// grow makes room for numBlocks blocks, keeping the keys and values.
+func (c *Cache) grow(numBlocks int) error {
+	k, v := make([]*rt.Tensor, len(c.k)), make([]*rt.Tensor, len(c.v))
+	var errs []error
 	for i := range c.k {
 		if c.k[i] == nil {
 			continue
 		}
-		width := c.k[i].Dim(1) * c.k[i].Dim(2) * c.BlockSize
-		copy(c.k[i].F32()[dst*width:(dst+1)*width], c.k[i].F32()[src*width:(src+1)*width])
-		copy(c.v[i].F32()[dst*width:(dst+1)*width], c.v[i].F32()[src*width:(src+1)*width])
-	}
-}
-
-// grow returns a cache with numBlocks blocks holding c's keys, values and
-// slots (the state tensors are shared, not copied).
-func (c *Cache) grow(numBlocks int) *Cache {
-	g := &Cache{BlockSize: c.BlockSize, NumBlocks: numBlocks, NumSlots: c.NumSlots,
-		k: make([]*rt.Tensor, len(c.k)), v: make([]*rt.Tensor, len(c.v)), conv: c.conv, rec: c.rec}
-	for i := range c.k {
-		if c.k[i] != nil {
-			g.k[i] = rt.New(rt.F32, numBlocks*c.BlockSize, c.k[i].Dim(1), c.k[i].Dim(2))
-			g.v[i] = rt.New(rt.F32, numBlocks*c.BlockSize, c.v[i].Dim(1), c.v[i].Dim(2))
-			copy(g.k[i].F32(), c.k[i].F32())
-			copy(g.v[i].F32(), c.v[i].F32())
+		for _, p := range [...]struct {
+			dst **rt.Tensor
+			src *rt.Tensor
+		}{{&k[i], c.k[i]}, {&v[i], c.v[i]}} {
+			t, err := c.mem.Alloc(rt.F32, numBlocks*c.BlockSize, p.src.Dim(1), p.src.Dim(2))
+			if err != nil {
+				errs = append(errs, err)
+				continue
+			}
+			*p.dst = t
+			part, _ := t.Slice(0, 0, p.src.Dim(0))
+			errs = append(errs, c.mem.Copy(part, p.src))
 		}
 	}
-	return g
+	if err := errors.Join(errs...); err != nil {
+		for _, t := range append(k, v...) {
+			if t != nil {
+				c.mem.Free(t)
+			}
+		}
+		return fmt.Errorf("qwen35: growing the cache to %d blocks: %w", numBlocks, err)
+	}
+	c.freeKV()
+	c.k, c.v, c.NumBlocks = k, v, numBlocks
+	return nil
 }

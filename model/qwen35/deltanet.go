@@ -48,11 +48,17 @@ func (n *DeltaNet) forward(be *rt.Backend, c *Config, out, x *rt.Tensor, cache *
 		}
 	}
 	mixed := ar.New(rt.F32, t, 2*kd+vd)
-	for si, s := range b.seqs { // the conv carries state per sequence
-		r0, r1 := b.rows[si], b.rows[si]+len(s.Tokens)
-		conv := ar.Index(cache.conv[layer], s.Slot)
-		if err := be.Conv1dCausal(ar.Slice(mixed, 0, r0, r1), ar.Slice(qkv, 0, r0, r1), n.Conv, conv); err != nil {
+	if b.decode { // one token of each sequence: one call over their slots
+		if err := be.Conv1dSlots(mixed, qkv, n.Conv, cache.conv[layer], b.slots); err != nil {
 			return err
+		}
+	} else {
+		for si, s := range b.seqs { // the conv carries state per sequence
+			r0, r1 := b.rows[si], b.rows[si]+len(s.Tokens)
+			conv := ar.Index(cache.conv[layer], s.Slot)
+			if err := be.Conv1dCausal(ar.Slice(mixed, 0, r0, r1), ar.Slice(qkv, 0, r0, r1), n.Conv, conv); err != nil {
+				return err
+			}
 		}
 	}
 	if err := be.SiLU(mixed, mixed); err != nil {
@@ -75,7 +81,15 @@ func (n *DeltaNet) forward(be *rt.Backend, c *Config, out, x *rt.Tensor, cache *
 	core := ar.New(rt.F32, t, hv, dv)
 	v := ar.Reshape(vView, t, hv, dv)
 	params := rt.DeltaRuleParams{Chunk: chunkLen, TiledHeads: c.TiledVHeads}
+	if b.decode {
+		if err := be.DeltaRuleSlots(core, q, k, v, g, beta, cache.rec[layer], b.slots, params); err != nil {
+			return err
+		}
+	}
 	for si, s := range b.seqs {
+		if b.decode {
+			break
+		}
 		rec := ar.Index(cache.rec[layer], s.Slot)
 		r0, r1 := b.rows[si], b.rows[si]+len(s.Tokens)
 		rows := func(x *rt.Tensor) *rt.Tensor { return ar.Slice(x, 0, r0, r1) }

@@ -38,8 +38,8 @@ type Model struct {
 
 	be     *rt.Backend
 	src    model.Source
+	placed []*rt.Tensor // copies of the weights in device memory
 	fused  bool
-	closer func() error
 }
 
 // Options choose among the model's paths.
@@ -112,18 +112,14 @@ func LoadFrom(cfg *Config, src model.Source, be *rt.Backend, opts Options) (*Mod
 	if err := be.Check(need); err != nil {
 		return nil, fmt.Errorf("qwen35: cannot run on %s: %w", be.Device(), err)
 	}
-	if be.Device() != rt.CPU {
-		// The kernels exist (runtime/cuda); weights, KV blocks, state slots
-		// and activations are not placed in device memory yet.
-		return nil, fmt.Errorf("qwen35: the model does not place its weights and caches in %s memory yet; run it with --device cpu", be.Device())
-	}
 	b := newBinder(src, true)
-	b.progress = opts.Progress
+	b.be, b.progress = be, opts.Progress
 	m := bindModel(b, cfg)
 	if err := b.err(); err != nil {
+		b.freePlaced()
 		return nil, err
 	}
-	m.Paths, m.be, m.src, m.fused, m.weightBytes, m.params = need, be, src, !opts.Composite, b.bytes, b.params
+	m.Paths, m.be, m.src, m.fused, m.weightBytes, m.params, m.placed = need, be, src, !opts.Composite, b.bytes, b.params, b.placed
 	if unused := unusedTensors(src, b.used); len(unused) > 0 {
 		slog.Debug("qwen35: checkpoint tensors not used by the text model", "count", len(unused), "first", unused[0])
 	}
@@ -158,8 +154,17 @@ func (m *Model) WeightTypes() string {
 // WeightBytes is the stored size of the weights the model uses.
 func (m *Model) WeightBytes() int64 { return m.weightBytes }
 
-// Close releases the weights' mapping.
-func (m *Model) Close() error { return m.src.Close() }
+// Backend is the backend the model runs on.
+func (m *Model) Backend() *rt.Backend { return m.be }
+
+// Close releases the weights: their mapping and their device copies.
+func (m *Model) Close() error {
+	for _, t := range m.placed {
+		m.be.Memory().Free(t)
+	}
+	m.placed = nil
+	return m.src.Close()
+}
 
 func newBinder(src model.Source, bind bool) *binder {
 	prefix := "model."
@@ -250,7 +255,8 @@ type ForwardOptions struct {
 	// Hidden, if set, receives the embedding output (index 0), the output
 	// of each decoder layer (1..L-1) and the final-norm output (L), as
 	// transformers' output_hidden_states gives them, for all rows of the
-	// batch. The tensor is only valid during the call.
+	// batch, in the backend's memory (Backend.Fetch copies it to the host).
+	// The tensor is only valid during the call.
 	Hidden func(index int, h *rt.Tensor)
 }
 
@@ -266,6 +272,10 @@ type batch struct {
 	attn      []rt.AttnSeq // per sequence
 	logitRows []int32      // rows that get logits
 	blockSize int
+	// decode: several sequences of one token each, whose DeltaNet state
+	// slots are slots (the ops then take them in one call).
+	decode bool
+	slots  []int32
 
 	ids   []int32   // the tokens of all rows
 	arena *rt.Arena // the step's tensors
@@ -280,7 +290,7 @@ func (m *Model) plan(c *Cache, seqs []Seq) (*batch, error) {
 	b := &c.step
 	*b = batch{seqs: seqs, blockSize: c.BlockSize, arena: &c.arena, moe: b.moe,
 		rows: b.rows[:0], positions: b.positions[:0], kvSlots: b.kvSlots[:0],
-		attn: b.attn[:0], logitRows: b.logitRows[:0], ids: b.ids[:0]}
+		attn: b.attn[:0], logitRows: b.logitRows[:0], ids: b.ids[:0], slots: b.slots[:0], decode: len(seqs) > 1}
 	b.arena.Reset()
 	row := 0
 	for si, s := range seqs {
@@ -304,7 +314,14 @@ func (m *Model) plan(c *Cache, seqs []Seq) (*batch, error) {
 		if s.Slot < 0 || s.Slot >= c.NumSlots {
 			return nil, fmt.Errorf("qwen35: %w: sequence %d: state slot %d outside %d slots", ErrInput, si, s.Slot, c.NumSlots)
 		}
+		for _, other := range b.slots { // the state of one slot cannot advance twice in a step
+			if int(other) == s.Slot {
+				return nil, fmt.Errorf("qwen35: %w: sequence %d: state slot %d is another sequence's in this batch", ErrInput, si, s.Slot)
+			}
+		}
 		b.rows = append(b.rows, row)
+		b.slots = append(b.slots, int32(s.Slot))
+		b.decode = b.decode && len(s.Tokens) == 1
 		b.ids = append(b.ids, s.Tokens...)
 		b.attn = append(b.attn, rt.AttnSeq{Row: row, Len: len(s.Tokens), Start: s.Start, Blocks: s.Blocks})
 		for i := range s.Tokens {
@@ -327,10 +344,35 @@ func (m *Model) plan(c *Cache, seqs []Seq) (*batch, error) {
 
 // ForwardBatch runs one step over several sequences, their tokens
 // concatenated without padding, and returns the logits of the rows their
-// LogitsMode asks for, in order: [rows, vocab], or nil if none. The logits
-// live in c's step buffers: they are valid until the next ForwardBatch on c
-// (a decode step that repeats the shapes of the last allocates nothing).
+// LogitsMode asks for, in order: [rows, vocab] in host memory, or nil if
+// none. The logits live in c's step buffers: they are valid until the next
+// ForwardBatch on c (a decode step that repeats the shapes of the last
+// allocates nothing). On a GPU the step's errors are the kernels' too:
+// ForwardBatch waits for them.
 func (m *Model) ForwardBatch(c *Cache, seqs []Seq, fo ForwardOptions) (*rt.Tensor, error) {
+	logits, err := m.forward(c, seqs, fo)
+	if err == nil {
+		err = m.be.Memory().Sync() // a kernel's failure, named by its op
+	}
+	if e := c.arena.Err(); e != nil {
+		err = fmt.Errorf("qwen35: step activations: %w", e) // what the ops refused follows from this
+	}
+	if err != nil || logits == nil || !logits.OnDevice() {
+		return logits, err
+	}
+	if c.logits == nil || c.logits.Len() < logits.Len() {
+		c.logits = rt.New(rt.F32, logits.Len())
+	}
+	out := c.logits.MustReshape(-1)
+	out, _ = out.Slice(0, 0, logits.Len())
+	out = out.MustReshape(logits.Shape()...)
+	if err := m.be.Memory().Copy(out, logits); err != nil {
+		return nil, fmt.Errorf("qwen35: logits to the host: %w", err)
+	}
+	return out, nil
+}
+
+func (m *Model) forward(c *Cache, seqs []Seq, fo ForwardOptions) (*rt.Tensor, error) {
 	b, err := m.plan(c, seqs)
 	if err != nil {
 		return nil, err
@@ -423,8 +465,15 @@ type State struct {
 const stateBlockSize = 64
 
 // NewState returns an empty sequence state.
-func (m *Model) NewState() *State {
-	return &State{cache: m.NewCache(stateBlockSize, 0, 1)}
+// Its cache is allocated by the first Forward; Close frees it.
+func (m *Model) NewState() *State { return &State{} }
+
+// Close frees the state's cache.
+func (st *State) Close() {
+	if st.cache != nil {
+		st.cache.Close()
+		st.cache = nil
+	}
 }
 
 // Forward runs ids after the tokens already in st and returns logits
@@ -433,9 +482,18 @@ func (m *Model) Forward(st *State, ids []int32, fo ForwardOptions) (*rt.Tensor, 
 	if len(ids) == 0 {
 		return nil, fmt.Errorf("qwen35: %w: no token ids", ErrInput)
 	}
+	if st.cache == nil {
+		c, err := m.NewCache(stateBlockSize, 0, 1)
+		if err != nil {
+			return nil, err
+		}
+		st.cache = c
+	}
 	need := (st.Pos + len(ids) + stateBlockSize - 1) / stateBlockSize
 	if need > st.cache.NumBlocks {
-		st.cache = st.cache.grow(max(need, 2*st.cache.NumBlocks))
+		if err := st.cache.grow(max(need, 2*st.cache.NumBlocks)); err != nil {
+			return nil, err
+		}
 	}
 	for len(st.blocks) < need {
 		st.blocks = append(st.blocks, int32(len(st.blocks)))

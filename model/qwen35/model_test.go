@@ -25,18 +25,14 @@ func registry(t testing.TB) *rt.Registry {
 
 func load(t testing.TB, dir string, opts qwen35.Options) *qwen35.Model {
 	t.Helper()
-	m, err := qwen35.Load(dir, rt.NewBackend(registry(t), rt.CPU), opts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { m.Close() })
-	return m
+	return loadOn(t, rt.NewBackend(registry(t), rt.CPU), dir, opts)
 }
 
 // run feeds ids chunk tokens at a time and returns all logits.
 func run(t testing.TB, m *qwen35.Model, ids []int32, chunk int) []float32 {
 	t.Helper()
 	st := m.NewState()
+	defer st.Close()
 	var out []float32
 	for lo := 0; lo < len(ids); lo += chunk {
 		lg, err := m.Forward(st, ids[lo:min(lo+chunk, len(ids))], qwen35.ForwardOptions{})
@@ -63,24 +59,26 @@ var modes = []mode{
 }
 
 func TestLogitsMatchTransformers(t *testing.T) {
-	for _, name := range oracle.Fixtures {
-		fx := oracle.Load(t, name)
-		m := load(t, fx.Dir, qwen35.Options{})
-		for _, c := range fx.Cases {
-			want := oracle.ReadF32(t, c.Logits)
-			for _, md := range modes {
-				t.Run(fmt.Sprintf("%s/%s/%s", name, c.Name, md.name), func(t *testing.T) {
-					got := run(t, m, c.IDs, md.chunk(len(c.IDs)))
-					if len(got) != len(want) {
-						t.Fatalf("%d logits, want %d", len(got), len(want))
-					}
-					d, at := oracle.MaxDiff(got, want)
-					if d > tolerance {
-						v := m.Config.VocabSize
-						t.Errorf("max |Δlogit| %.3g at position %d, token %d (bound %g); %s",
-							d, at/v, at%v, tolerance, firstDifferingLayer(t, m, fx))
-					}
-				})
+	for _, dev := range devices(t) {
+		for _, name := range oracle.Fixtures {
+			fx := oracle.Load(t, name)
+			m := loadOn(t, dev.be, fx.Dir, qwen35.Options{})
+			for _, c := range fx.Cases {
+				want := oracle.ReadF32(t, c.Logits)
+				for _, md := range modes {
+					t.Run(fmt.Sprintf("%s/%s/%s/%s", dev.name, name, c.Name, md.name), func(t *testing.T) {
+						got := run(t, m, c.IDs, md.chunk(len(c.IDs)))
+						if len(got) != len(want) {
+							t.Fatalf("%d logits, want %d", len(got), len(want))
+						}
+						d, at := oracle.MaxDiff(got, want)
+						if d > dev.tol {
+							v := m.Config.VocabSize
+							t.Errorf("max |Δlogit| %.3g at position %d, token %d (bound %g); %s",
+								d, at/v, at%v, dev.tol, firstDifferingLayer(t, m, fx, dev.tol/10))
+						}
+					})
+				}
 			}
 		}
 	}
@@ -88,7 +86,7 @@ func TestLogitsMatchTransformers(t *testing.T) {
 
 // firstDifferingLayer compares hidden states with transformers' to say
 // where a mismatch starts.
-func firstDifferingLayer(t *testing.T, m *qwen35.Model, fx *oracle.Fixture) string {
+func firstDifferingLayer(t *testing.T, m *qwen35.Model, fx *oracle.Fixture, bound float64) string {
 	for _, c := range fx.Cases {
 		n := len(c.IDs)
 		if n != 1 && n != 7 {
@@ -98,12 +96,14 @@ func firstDifferingLayer(t *testing.T, m *qwen35.Model, fx *oracle.Fixture) stri
 		size := n * m.Config.HiddenSize
 		first := -1
 		var worst float64
-		_, err := m.Forward(m.NewState(), c.IDs, qwen35.ForwardOptions{Hidden: func(i int, h *rt.Tensor) {
-			d, _ := oracle.MaxDiff(h.F32()[:size], ref[i*size:(i+1)*size])
-			if d > 1e-4 && first < 0 {
+		st := m.NewState()
+		_, err := m.Forward(st, c.IDs, qwen35.ForwardOptions{Hidden: func(i int, h *rt.Tensor) {
+			d, _ := oracle.MaxDiff(hostF32(t, m.Backend(), h)[:size], ref[i*size:(i+1)*size])
+			if d > bound && first < 0 {
 				first, worst = i, d
 			}
 		}})
+		st.Close()
 		if err != nil {
 			return "hidden-state check failed: " + err.Error()
 		}
@@ -117,50 +117,68 @@ func firstDifferingLayer(t *testing.T, m *qwen35.Model, fx *oracle.Fixture) stri
 			return fmt.Sprintf("hidden states (len %d) first differ after %s by %.3g", n, what, worst)
 		}
 	}
-	return "hidden states of len1 and len7 agree to 1e-4"
+	return fmt.Sprintf("hidden states of len1 and len7 agree to %g", bound)
 }
 
 func TestHiddenStatesMatchTransformers(t *testing.T) {
-	for _, name := range oracle.Fixtures {
-		fx := oracle.Load(t, name)
-		m := load(t, fx.Dir, qwen35.Options{})
-		if got := firstDifferingLayer(t, m, fx); got != "hidden states of len1 and len7 agree to 1e-4" {
-			t.Errorf("%s: %s", name, got)
+	for _, dev := range devices(t) {
+		bound := dev.tol / 10 // hidden states have std ~1 like the logits, fewer layers of error
+		for _, name := range oracle.Fixtures {
+			fx := oracle.Load(t, name)
+			m := loadOn(t, dev.be, fx.Dir, qwen35.Options{})
+			if got := firstDifferingLayer(t, m, fx, bound); got != fmt.Sprintf("hidden states of len1 and len7 agree to %g", bound) {
+				t.Errorf("%s %s: %s", dev.name, name, got)
+			}
 		}
 	}
 }
 
+// TestGreedyDecodeReproducesTransformers decodes greedily through the
+// cache. Where the device's error bound exceeds transformers' own top-1 /
+// top-2 gap at a step (bf16 compute on the GPU), a different choice there
+// is allowed and ends the comparison; anywhere else it is a failure.
 func TestGreedyDecodeReproducesTransformers(t *testing.T) {
-	for _, name := range oracle.Fixtures {
-		fx := oracle.Load(t, name)
-		m := load(t, fx.Dir, qwen35.Options{})
-		st := m.NewState()
-		lg, err := m.Forward(st, fx.Greedy.Prompt, qwen35.ForwardOptions{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		v := m.Config.VocabSize
-		var got []int32
-		for len(got) < len(fx.Greedy.Output) {
-			last := lg.F32()[(lg.Dim(0)-1)*v : lg.Dim(0)*v]
-			best := 0
-			for i, x := range last {
-				if x > last[best] {
-					best = i
-				}
-			}
-			got = append(got, int32(best))
-			if lg, err = m.Forward(st, []int32{int32(best)}, qwen35.ForwardOptions{}); err != nil {
+	for _, dev := range devices(t) {
+		for _, name := range oracle.Fixtures {
+			fx := oracle.Load(t, name)
+			m := loadOn(t, dev.be, fx.Dir, qwen35.Options{})
+			ref := oracle.ReadF32(t, filepath.Join(fx.Dir, "logits_greedy_full.f32"))
+			st := m.NewState()
+			lg, err := m.Forward(st, fx.Greedy.Prompt, qwen35.ForwardOptions{})
+			if err != nil {
 				t.Fatal(err)
 			}
-		}
-		for i := range got {
-			if got[i] != fx.Greedy.Output[i] {
-				t.Errorf("%s: greedy token %d is %d, transformers %d (got %v)", name, i, got[i], fx.Greedy.Output[i], got)
-				break
+			v := m.Config.VocabSize
+			for i, want := range fx.Greedy.Output {
+				got := argmax(lg.F32()[(lg.Dim(0)-1)*v : lg.Dim(0)*v])
+				if got != want {
+					pos := len(fx.Greedy.Prompt) - 1 + i
+					row := ref[pos*v : (pos+1)*v]
+					if gap := float64(row[want] - row[got]); gap > 2*dev.tol {
+						t.Errorf("%s %s: greedy token %d is %d, transformers %d, whose logit is higher by %.3g",
+							dev.name, name, i, got, want, gap)
+					} else {
+						t.Logf("%s %s: greedy paths part at token %d, where transformers' top-2 gap %.3g is within the bound", dev.name, name, i, gap)
+					}
+					break
+				}
+				if lg, err = m.Forward(st, []int32{want}, qwen35.ForwardOptions{}); err != nil {
+					t.Fatal(err)
+				}
 			}
+			st.Close()
 		}
 	}
+}
+
+func argmax(x []float32) int32 {
+	best := 0
+	for i, v := range x {
+		if v > x[best] {
+			best = i
+		}
+	}
+	return int32(best)
 }
 
 // TestFusedAndCompositeAttentionAgree runs whole models both ways.
@@ -204,50 +222,60 @@ func BenchmarkDecode(b *testing.B) {
 // a shared paged cache (blocks interleaved), in two steps, and checks every
 // row against transformers.
 func TestBatchedForwardMatchesTransformers(t *testing.T) {
-	for _, name := range []string{"qwen35-dense", "qwen35moe"} {
-		fx := oracle.Load(t, name)
-		m := load(t, fx.Dir, qwen35.Options{})
-		const bs = 16
-		cache := m.NewCache(bs, 64, len(fx.Cases))
-		v := m.Config.VocabSize
-		next := int32(0)
-		blocks := make([][]int32, len(fx.Cases))
-		got := make([][]float32, len(fx.Cases))
-		// Step 1: the first half of every case; step 2: the rest.
-		for step := range 2 {
-			var seqs []qwen35.Seq
-			var which []int
-			for i, c := range fx.Cases {
-				half := (len(c.IDs) + 1) / 2
-				lo, hi := 0, half
-				if step == 1 {
-					lo, hi = half, len(c.IDs)
-				}
-				if lo == hi {
-					continue
-				}
-				for len(blocks[i])*bs < hi {
-					blocks[i] = append(blocks[i], next)
-					next++
-				}
-				seqs = append(seqs, qwen35.Seq{Tokens: c.IDs[lo:hi], Start: lo, Blocks: blocks[i], Slot: i, Logits: qwen35.AllLogits})
-				which = append(which, i)
-			}
-			lg, err := m.ForwardBatch(cache, seqs, qwen35.ForwardOptions{})
-			if err != nil {
-				t.Fatal(err)
-			}
-			row := 0
-			for j, i := range which {
-				n := len(seqs[j].Tokens)
-				got[i] = append(got[i], lg.F32()[row*v:(row+n)*v]...)
-				row += n
-			}
+	for _, dev := range devices(t) {
+		for _, name := range []string{"qwen35-dense", "qwen35moe"} {
+			batchedForward(t, dev, name)
 		}
+	}
+}
+
+func batchedForward(t *testing.T, dev device, name string) {
+	fx := oracle.Load(t, name)
+	m := loadOn(t, dev.be, fx.Dir, qwen35.Options{})
+	const bs = 16
+	cache, err := m.NewCache(bs, 64, len(fx.Cases))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cache.Close()
+	v := m.Config.VocabSize
+	next := int32(0)
+	blocks := make([][]int32, len(fx.Cases))
+	got := make([][]float32, len(fx.Cases))
+	// Step 1: the first half of every case; step 2: the rest.
+	for step := range 2 {
+		var seqs []qwen35.Seq
+		var which []int
 		for i, c := range fx.Cases {
-			if d, _ := oracle.MaxDiff(got[i], oracle.ReadF32(t, c.Logits)); d > tolerance {
-				t.Errorf("%s %s: batched max |Δlogit| %g", name, c.Name, d)
+			half := (len(c.IDs) + 1) / 2
+			lo, hi := 0, half
+			if step == 1 {
+				lo, hi = half, len(c.IDs)
 			}
+			if lo == hi {
+				continue
+			}
+			for len(blocks[i])*bs < hi {
+				blocks[i] = append(blocks[i], next)
+				next++
+			}
+			seqs = append(seqs, qwen35.Seq{Tokens: c.IDs[lo:hi], Start: lo, Blocks: blocks[i], Slot: i, Logits: qwen35.AllLogits})
+			which = append(which, i)
+		}
+		lg, err := m.ForwardBatch(cache, seqs, qwen35.ForwardOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		row := 0
+		for j, i := range which {
+			n := len(seqs[j].Tokens)
+			got[i] = append(got[i], lg.F32()[row*v:(row+n)*v]...)
+			row += n
+		}
+	}
+	for i, c := range fx.Cases {
+		if d, _ := oracle.MaxDiff(got[i], oracle.ReadF32(t, c.Logits)); d > dev.tol {
+			t.Errorf("%s %s %s: batched max |Δlogit| %g", dev.name, name, c.Name, d)
 		}
 	}
 }

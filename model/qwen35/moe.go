@@ -75,7 +75,9 @@ func (m *MoE) forward(be *rt.Backend, b *batch, out, x *rt.Tensor) error {
 		rows[id] = append(rows[id], int32(i/m.TopK))
 		ws[id] = append(ws[id], weights[i])
 	}
-	clear(out.F32()[:out.Len()])
+	if err := be.Memory().Zero(out); err != nil {
+		return err
+	}
 	for id := range m.Experts {
 		n := len(rows[id])
 		if n == 0 {

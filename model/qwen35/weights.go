@@ -23,7 +23,31 @@ type binder struct {
 	bytes    int64                        // their stored size
 	params   map[rt.DType]int64           // their elements, by dtype
 	progress func(done, total int)
+	be       *rt.Backend  // where bound tensors go
+	keepHost bool         // bind the next tensor in host memory (to convert it)
+	placed   []*rt.Tensor // the device copies made
 	errs     []error
+}
+
+// place puts a bound tensor in the backend's memory.
+func (b *binder) place(name string, t *rt.Tensor) *rt.Tensor {
+	if b.be == nil || b.be.Device() == rt.CPU {
+		return t
+	}
+	d, err := b.be.Place(t)
+	if err != nil {
+		b.fail(fmt.Errorf("qwen35: tensor %q to %s: %w", name, b.be.Device(), err))
+		return nil
+	}
+	b.placed = append(b.placed, d)
+	return d
+}
+
+func (b *binder) freePlaced() {
+	for _, t := range b.placed {
+		b.be.Memory().Free(t)
+	}
+	b.placed = nil
 }
 
 const maxBindErrors = 8
@@ -108,6 +132,9 @@ func (b *binder) tensor(name string, shape []int) *rt.Tensor {
 		b.fail(fmt.Errorf("qwen35: tensor %q: %w", name, err))
 		return nil
 	}
+	if !b.keepHost {
+		t = b.place(name, t)
+	}
 	return t
 }
 
@@ -123,11 +150,13 @@ func (b *binder) stored(name string, shape ...int) (*rt.Tensor, rt.DType) {
 // f32 binds a small parameter (norm weight, gate constants, conv taps) as a
 // float32 copy.
 func (b *binder) f32(name string, shape ...int) *rt.Tensor {
+	b.keepHost = true
 	t, _ := b.stored(name, shape...)
+	b.keepHost = false
 	if t == nil {
 		return nil
 	}
-	return toF32(t)
+	return b.place(name, toF32(t))
 }
 
 func toF32(t *rt.Tensor) *rt.Tensor {

@@ -42,3 +42,23 @@ func Usable(dev rt.Device) error {
 	}
 	return nil
 }
+
+// New returns a backend on dev with every backend's kernels and dev's
+// memory; for a GPU the error says why it cannot run here.
+func New(dev rt.Device) (*rt.Backend, error) {
+	if err := Usable(dev); err != nil {
+		return nil, err
+	}
+	reg, err := Registry()
+	if err != nil {
+		return nil, err
+	}
+	if dev == rt.CPU {
+		return rt.NewBackend(reg, dev), nil
+	}
+	mem, err := cuda.DeviceMemory()
+	if err != nil {
+		return nil, fmt.Errorf("--device %s: %w", dev, err)
+	}
+	return rt.NewBackendWith(reg, dev, mem), nil
+}

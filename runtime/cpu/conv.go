@@ -55,3 +55,15 @@ func (a *convTask) run(lo, hi int) {
 		}
 	}
 }
+
+// conv1dSlots runs the one-token convolution of each row against its slot's
+// state. The model takes this op on the GPU, where one launch per sequence
+// is the cost; here it is the same work as a call per sequence.
+func conv1dSlots(dst, x, w, states *rt.Tensor, slots []int32) {
+	for i, s := range slots {
+		d, _ := dst.Slice(0, i, i+1)
+		xi, _ := x.Slice(0, i, i+1)
+		st, _ := states.Index(int(s))
+		conv1dCausal(d, xi, w, st)
+	}
+}

@@ -457,3 +457,44 @@ func TestNormsAndGates(t *testing.T) {
 		t.Fatalf("broadcast sigmoid gate: %v", sm.F32())
 	}
 }
+
+// TestSlotOpsMatchPerSequenceCalls checks the decode-step forms against the
+// per-sequence ops they batch, and that they refuse a slot given twice or
+// out of range.
+func TestSlotOpsMatchPerSequenceCalls(t *testing.T) {
+	be := backend(t)
+	rng := rand.New(rand.NewPCG(11, 12))
+	const hk, hv, dk, dv, C, K, S = 2, 4, 8, 6, 10, 4, 5
+	slots := []int32{3, 0, 4}
+	n := len(slots)
+	x, w, convStates := random(rng, 1, n, C), random(rng, 1, C, K), random(rng, 1, S, K-1, C)
+	q, k, v := random(rng, 0.3, n, hk, dk), random(rng, 0.3, n, hk, dk), random(rng, 1, n, hv, dv)
+	g, beta := random(rng, 0.1, n, hv), random(rng, 0.5, n, hv)
+	states := random(rng, 0.1, S, hv, dk, dv)
+	wantConvStates, wantStates := clone(convStates), clone(states)
+	wantConv, wantOut := rt.New(rt.F32, n, C), rt.New(rt.F32, n, hv, dv)
+	at := func(t *rt.Tensor, i int) *rt.Tensor { r, _ := t.Slice(0, i, i+1); return r }
+	for i, s := range slots {
+		cs, _ := wantConvStates.Index(int(s))
+		must(t, be.Conv1dCausal(at(wantConv, i), at(x, i), w, cs))
+		st, _ := wantStates.Index(int(s))
+		must(t, be.DeltaRuleRecurrent(at(wantOut, i), at(q, i), at(k, i), at(v, i), at(g, i), at(beta, i), st, rt.DeltaRuleParams{}))
+	}
+	conv, out := rt.New(rt.F32, n, C), rt.New(rt.F32, n, hv, dv)
+	must(t, be.Conv1dSlots(conv, x, w, convStates, slots))
+	must(t, be.DeltaRuleSlots(out, q, k, v, g, beta, states, slots, rt.DeltaRuleParams{}))
+	for _, c := range [][2]*rt.Tensor{{conv, wantConv}, {convStates, wantConvStates}, {out, wantOut}, {states, wantStates}} {
+		if d := maxDiff(c[0].F32(), c[1].F32()); d != 0 {
+			t.Errorf("%v: differs from the per-sequence op by %g", c[0].Shape(), d)
+		}
+	}
+	for _, bad := range [][]int32{{3, 0, 3}, {3, 0, 5}, {3, 0}} {
+		err := be.Conv1dSlots(conv, x, w, convStates, bad)
+		if !errors.Is(err, rt.ErrShape) {
+			t.Errorf("slots %v: %v, want a shape error", bad, err)
+		}
+		if err := be.DeltaRuleSlots(out, q, k, v, g, beta, states, bad, rt.DeltaRuleParams{}); !errors.Is(err, rt.ErrShape) {
+			t.Errorf("delta rule slots %v: %v, want a shape error", bad, err)
+		}
+	}
+}

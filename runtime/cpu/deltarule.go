@@ -212,3 +212,13 @@ func (d *deltaHead) chunk(t0, c int, w *chunkScratch) {
 		mvAcc(s[a*dv:(a+1)*dv], w.kt[a*c:(a+1)*c], w.wv, dv)
 	}
 }
+
+// deltaRuleSlots runs one recurrent step of each row against its slot's
+// state (see conv1dSlots).
+func deltaRuleSlots(out, q, k, v, g, beta, states *rt.Tensor, slots []int32, p rt.DeltaRuleParams) {
+	at := func(t *rt.Tensor, i int) *rt.Tensor { r, _ := t.Slice(0, i, i+1); return r }
+	for i, s := range slots {
+		st, _ := states.Index(int(s))
+		deltaRuleRecurrent(at(out, i), at(q, i), at(k, i), at(v, i), at(g, i), at(beta, i), st, p)
+	}
+}

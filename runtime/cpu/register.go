@@ -33,6 +33,8 @@ func Register(reg *rt.Registry) error {
 		rt.Register(reg, rt.GDNGating, rt.CPU, f32, Provider, gdnGating),
 		rt.Register(reg, rt.DeltaRuleChunked, rt.CPU, f32, Provider, deltaRuleChunked),
 		rt.Register(reg, rt.DeltaRuleRecurrent, rt.CPU, f32, Provider, deltaRuleRecurrent),
+		rt.Register(reg, rt.Conv1dSlots, rt.CPU, f32, Provider, conv1dSlots),
+		rt.Register(reg, rt.DeltaRuleSlots, rt.CPU, f32, Provider, deltaRuleSlots),
 		rt.Register(reg, rt.RouterTopK, rt.CPU, f32, Provider, routerTopK),
 		rt.Register(reg, rt.GatherRows, rt.CPU, f32, Provider, gatherRows),
 		rt.Register(reg, rt.MoEScatterAdd, rt.CPU, f32, Provider, moeScatterAdd),

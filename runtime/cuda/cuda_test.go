@@ -16,6 +16,7 @@ import (
 	rt "github.com/govllm/govllm/runtime"
 	"github.com/govllm/govllm/runtime/cpu"
 	"github.com/govllm/govllm/runtime/cuda"
+	"github.com/govllm/govllm/runtime/quant"
 )
 
 // pair runs each op on the CPU and on the GPU from the same inputs.
@@ -225,6 +226,26 @@ func TestDeltaNetOpsAgreeWithCPU(t *testing.T) {
 	}
 }
 
+// TestSlotOpsAgreeWithCPU runs the decode-step forms, one token of each of
+// several sequences against scattered state slots.
+func TestSlotOpsAgreeWithCPU(t *testing.T) {
+	p := newPair(t)
+	const hk, hv, dk, dv, C, K, S = 2, 4, 64, 96, 80, 4, 8
+	slots := []int32{6, 1, 3, 0, 7}
+	n := len(slots)
+	x, w, convStates, conv := p.random(1, n, C), p.random(0.5, C, K), p.random(1, S, K-1, C), rt.New(rt.F32, n, C)
+	q, k, v := p.random(0.3, n, hk, dk), p.random(0.3, n, hk, dk), p.random(1, n, hv, dv)
+	g, beta := p.random(0.1, n, hv), p.random(0.5, n, hv)
+	states, out := p.random(0.1, S, hv, dk, dv), rt.New(rt.F32, n, hv, dv)
+	p.both(func(be *rt.Backend, d func(*rt.Tensor) *rt.Tensor) error {
+		if err := be.Conv1dSlots(d(conv), d(x), d(w), d(convStates), slots); err != nil {
+			return err
+		}
+		return be.DeltaRuleSlots(d(out), d(q), d(k), d(v), d(g), d(beta), d(states), slots, rt.DeltaRuleParams{TiledHeads: true})
+	})
+	p.same(1e-4, conv, convStates, out, states)
+}
+
 func TestMatMulAndEmbeddingAgreeWithCPU(t *testing.T) {
 	p := newPair(t)
 	const N, K = 300, 1024
@@ -261,6 +282,41 @@ func TestMatMulAndEmbeddingAgreeWithCPU(t *testing.T) {
 			p.t.Logf("%v M=%d", dt, M)
 			p.same(tol, out)
 			p.same(0, emb)
+		}
+	}
+}
+
+// TestQuantizedMatMulAgreesWithCPU covers the block formats of Q8_0 and
+// Q4_K_M files: the fused GEMV (up to 8 rows), the bf16 dequantisation for
+// cuBLAS (more rows) and the embedding.
+func TestQuantizedMatMulAgreesWithCPU(t *testing.T) {
+	p := newPair(t)
+	const N, K = 300, 1024
+	for _, dt := range []rt.DType{rt.Q8_0, rt.Q4_K, rt.Q6_K} {
+		wf := p.random(0.05, N, K)
+		raw, err := quant.Quantize(dt, wf.F32()[:wf.Len()])
+		if err != nil {
+			t.Fatal(err)
+		}
+		w, err := rt.FromBytes(dt, raw, N, K)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, M := range []int{1, 8, 9, 64} {
+			x := p.random(1, M, K)
+			out := rt.New(rt.F32, M, N)
+			emb := rt.New(rt.F32, 3, K)
+			p.both(func(be *rt.Backend, d func(*rt.Tensor) *rt.Tensor) error {
+				if err := be.MatMul(d(out), d(x), d(w)); err != nil {
+					return err
+				}
+				return be.Embedding(d(emb), d(w), []int32{5, 0, N - 1})
+			})
+			// The CPU quantises x to 8 bits for Q8_0 and the k-quants;
+			// more than 8 rows on the GPU round x to bf16.
+			p.t.Logf("%v M=%d", dt, M)
+			p.same(2e-2, out)
+			p.same(1e-6, emb)
 		}
 	}
 }

@@ -26,6 +26,8 @@ var (
 	cuMemcpyHtoD             func(dst uintptr, src unsafe.Pointer, n uintptr) int32
 	cuMemcpyDtoH             func(dst unsafe.Pointer, src uintptr, n uintptr) int32
 	cuMemsetD8               func(dst uintptr, v uint8, n uintptr) int32
+	cuMemcpyDtoD             func(dst, src uintptr, n uintptr) int32
+	cuMemGetInfo             func(free, total *uintptr) int32
 	cuModuleLoadData         func(mod *uintptr, image unsafe.Pointer) int32
 	cuModuleGetFunction      func(fn *uintptr, mod uintptr, name string) int32
 	cuFuncSetAttribute       func(fn uintptr, attr int32, v int32) int32
@@ -101,6 +103,7 @@ func open() (*Context, error) {
 		"cuDevicePrimaryCtxRetain": &cuDevicePrimaryCtxRetain, "cuCtxSetCurrent": &cuCtxSetCurrent,
 		"cuCtxSynchronize": &cuCtxSynchronize, "cuMemAlloc_v2": &cuMemAlloc, "cuMemFree_v2": &cuMemFree,
 		"cuMemcpyHtoD_v2": &cuMemcpyHtoD, "cuMemcpyDtoH_v2": &cuMemcpyDtoH, "cuMemsetD8_v2": &cuMemsetD8,
+		"cuMemcpyDtoD_v2": &cuMemcpyDtoD, "cuMemGetInfo_v2": &cuMemGetInfo,
 		"cuModuleLoadData": &cuModuleLoadData, "cuModuleGetFunction": &cuModuleGetFunction,
 		"cuFuncSetAttribute": &cuFuncSetAttribute, "cuLaunchKernel": &cuLaunchKernel,
 		"cuGetErrorName": &cuGetErrorName, "cuDriverGetVersion": &cuDriverGetVersion,
@@ -314,6 +317,11 @@ func (c *Context) hostInts(slot int, v []int32) (uintptr, error) {
 // launch runs kernel name on a 1-D grid with the given arguments (each a
 // pointer to its value).
 func (c *Context) launch(name string, grid, block, shared int, args ...unsafe.Pointer) error {
+	return c.launch2(name, grid, 1, block, shared, args...)
+}
+
+// launch2 runs kernel name on a gridX × gridY grid.
+func (c *Context) launch2(name string, grid, gridY, block, shared int, args ...unsafe.Pointer) error {
 	fn, ok := c.fns[name]
 	if !ok {
 		if err := check("cuModuleGetFunction "+name, cuModuleGetFunction(&fn, c.mod, name)); err != nil {
@@ -324,9 +332,12 @@ func (c *Context) launch(name string, grid, block, shared int, args ...unsafe.Po
 		}
 		c.fns[name] = fn
 	}
-	if grid == 0 {
+	if grid == 0 || gridY == 0 {
 		return nil
 	}
-	return check("cuLaunchKernel "+name, cuLaunchKernel(fn, uint32(grid), 1, 1, uint32(block), 1, 1, uint32(shared), 0,
-		unsafe.Pointer(unsafe.SliceData(args)), nil))
+	code := cuLaunchKernel(fn, uint32(grid), uint32(gridY), 1, uint32(block), 1, 1, uint32(shared), 0, unsafe.Pointer(unsafe.SliceData(args)), nil)
+	if code != 0 {
+		return check("cuLaunchKernel "+name, code) // the name is built only on failure
+	}
+	return nil
 }

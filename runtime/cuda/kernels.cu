@@ -237,6 +237,145 @@ __global__ void gemv_16(float* d, i64 sd, const float* x, i64 sx, const u16* w, 
     }
 }
 
+// ---- GGML block formats (runtime/quant decodes the same bits on the CPU).
+// A row of K weights is K/block blocks; a "unit" is 8 of its weights that
+// one lane decodes: unit u yields values v[i] at columns k[i] of the row.
+typedef unsigned char u8;
+
+__device__ __forceinline__ float ld_f16(const u8* p) { return f16_to_f32((u16)p[0] | ((u16)p[1] << 8)); }
+
+// Q8_0: 34-byte blocks of 32: f16 scale, 32 int8. 4 units per block.
+__device__ __forceinline__ void unit_q8_0(const u8* row, int u, float* v, int* k) {
+    const u8* b = row + (u >> 2) * 34;
+    float d = ld_f16(b);
+    int part = u & 3, k0 = (u >> 2) * 32 + part * 8;
+    const signed char* q = (const signed char*)(b + 2 + part * 8);
+    for (int i = 0; i < 8; i++) {
+        v[i] = d * (float)q[i];
+        k[i] = k0 + i;
+    }
+}
+
+// Q4_K: 144-byte super-blocks of 256: f16 d, f16 dmin, 12 bytes of 6-bit
+// scales and mins for 8 sub-blocks of 32, then 128 bytes of nibbles (byte
+// 32j + l: low nibble is sub-block 2j's weight l, high nibble 2j+1's).
+// 32 units per super-block: unit l takes 4 low and 4 high nibbles.
+__device__ __forceinline__ void scale_min_k4(int j, const u8* q, float* sc, float* m) {
+    if (j < 4) {
+        *sc = (float)(q[j] & 63);
+        *m = (float)(q[j + 4] & 63);
+    } else {
+        *sc = (float)((q[j + 4] & 0xF) | ((q[j - 4] >> 6) << 4));
+        *m = (float)((q[j + 4] >> 4) | ((q[j] >> 6) << 4));
+    }
+}
+__device__ __forceinline__ void unit_q4_k(const u8* row, int u, float* v, int* k) {
+    const u8* b = row + (u >> 5) * 144;
+    int l = u & 31, j = l >> 3, p = l & 7;
+    float d = ld_f16(b), dmin = ld_f16(b + 2);
+    float sa, ma, sb, mb;
+    scale_min_k4(2 * j, b + 4, &sa, &ma);
+    scale_min_k4(2 * j + 1, b + 4, &sb, &mb);
+    const u8* q = b + 16 + 32 * j + 4 * p;
+    int k0 = (u >> 5) * 256 + 64 * j + 4 * p;
+    for (int i = 0; i < 4; i++) {
+        v[i] = d * sa * (float)(q[i] & 0xF) - dmin * ma;
+        k[i] = k0 + i;
+        v[4 + i] = d * sb * (float)(q[i] >> 4) - dmin * mb;
+        k[4 + i] = k0 + 32 + i;
+    }
+}
+
+// Q6_K: 210-byte super-blocks of 256: ql[128] low nibbles, qh[64] high
+// 2-bit pairs, int8 scales[16] (one per 16 weights), f16 d. Halves of 128:
+// for l < 32, weights l, l+32, l+64, l+96 of half h come from ql[64h + l],
+// ql[64h + l + 32] (low, high nibbles) and qh[32h + l] bits 0-7 in pairs.
+// 32 units per super-block: unit l takes those 4 weights of both halves.
+__device__ __forceinline__ void unit_q6_k(const u8* row, int u, float* v, int* k) {
+    const u8* b = row + (u >> 5) * 210;
+    int l = u & 31;
+    float d = ld_f16(b + 208);
+    const signed char* sc = (const signed char*)(b + 192);
+    for (int h = 0; h < 2; h++) {
+        const u8* ql = b + 64 * h;
+        u8 qh = b[128 + 32 * h + l];
+        int q1 = (int)((ql[l] & 0xF) | (((qh >> 0) & 3) << 4)) - 32;
+        int q2 = (int)((ql[l + 32] & 0xF) | (((qh >> 2) & 3) << 4)) - 32;
+        int q3 = (int)((ql[l] >> 4) | (((qh >> 4) & 3) << 4)) - 32;
+        int q4 = (int)((ql[l + 32] >> 4) | (((qh >> 6) & 3) << 4)) - 32;
+        const signed char* s = sc + 8 * h + (l >> 4);
+        int k0 = (u >> 5) * 256 + 128 * h + l;
+        v[4 * h + 0] = d * s[0] * q1;
+        v[4 * h + 1] = d * s[2] * q2;
+        v[4 * h + 2] = d * s[4] * q3;
+        v[4 * h + 3] = d * s[6] * q4;
+        k[4 * h + 0] = k0;
+        k[4 * h + 1] = k0 + 32;
+        k[4 * h + 2] = k0 + 64;
+        k[4 * h + 3] = k0 + 96;
+    }
+}
+
+__device__ __forceinline__ void unit_q(int type, const u8* row, int u, float* v, int* k) {
+    switch (type) {
+    case 0: unit_q8_0(row, u, v, k); break;
+    case 1: unit_q4_k(row, u, v, k); break;
+    default: unit_q6_k(row, u, v, k); break;
+    }
+}
+
+// gemv_q: dst[m][n] = Σ_k x[m][k]·w[n][k] for up to 8 rows of f32 x and a
+// quantized weight (type 0 Q8_0, 1 Q4_K, 2 Q6_K), one warp per weight row
+// of rowBytes bytes, each lane decoding units of 8 weights.
+__global__ void gemv_q(float* d, i64 sd, const float* x, i64 sx, const u8* w, i64 rowBytes, int M, int N, int K, int type) {
+    int n = (blockIdx.x * blockDim.x + threadIdx.x) >> 5, lane = threadIdx.x & 31;
+    if (n >= N) return;
+    const u8* wr = w + (i64)n * rowBytes;
+    float acc[8] = {0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f};
+    int units = K / 8;
+    for (int u = lane; u < units; u += 32) {
+        float v[8];
+        int k[8];
+        unit_q(type, wr, u, v, k);
+        for (int m = 0; m < 8; m++) {
+            if (m >= M) break;
+            const float* xr = x + m * sx;
+            float a = 0.f;
+            for (int i = 0; i < 8; i++) a += v[i] * xr[k[i]];
+            acc[m] += a;
+        }
+    }
+    for (int m = 0; m < 8; m++) {
+        if (m >= M) break;
+        float v = warp_sum(acc[m]);
+        if (lane == 0) d[m * sd + n] = v;
+    }
+}
+
+// dequant_q_bf16: rows of a quantized weight to bf16 [rows, K] (for cuBLAS
+// when many rows of x share the weight); one thread per unit.
+__global__ void dequant_q_bf16(u16* d, const u8* w, i64 rowBytes, int rows, int K, int type) {
+    i64 t = (i64)blockIdx.x * blockDim.x + threadIdx.x, units = K / 8;
+    if (t >= (i64)rows * units) return;
+    i64 r = t / units;
+    float v[8];
+    int k[8];
+    unit_q(type, w + r * rowBytes, (int)(t % units), v, k);
+    for (int i = 0; i < 8; i++) d[r * K + k[i]] = f32_to_bf16(v[i]);
+}
+
+// embed_q: rows ids of a quantized table to f32; one block per id.
+__global__ void embed_q(float* d, i64 sd, const u8* t, i64 rowBytes, const int* ids, int K, int type) {
+    const u8* row = t + (i64)ids[blockIdx.x] * rowBytes;
+    float* out = d + (i64)blockIdx.x * sd;
+    for (int u = threadIdx.x; u < K / 8; u += blockDim.x) {
+        float v[8];
+        int k[8];
+        unit_q(type, row, u, v, k);
+        for (int i = 0; i < 8; i++) out[k[i]] = v[i];
+    }
+}
+
 // kv_write_f32: row i of x (width floats) to cache row slots[i].
 __global__ void kv_write_f32(float* cache, const float* x, i64 sx, const int* slots, int width) {
     i64 r = blockIdx.x, dst = (i64)slots[r] * width;
@@ -244,10 +383,19 @@ __global__ void kv_write_f32(float* cache, const float* x, i64 sx, const int* sl
 }
 
 // conv1d_causal_f32: one thread per channel; x [T, C] (stride sx), w [C, K],
-// state [K-1, C] holds the K-1 inputs before x and is advanced past x.
-__global__ void conv1d_causal_f32(float* d, i64 sd, const float* x, i64 sx, const float* w, float* state, int T, int C, int K) {
+// state [K-1, C] holds the K-1 inputs before x and is advanced past x. With
+// slots, blockIdx.y is a sequence of one token (row y of x and d) whose
+// state is state + slots[y]·(K-1)·C.
+__global__ void conv1d_causal_f32(float* d, i64 sd, const float* x, i64 sx, const float* w, float* state, const int* slots,
+                                  int T, int C, int K) {
     int c = blockIdx.x * blockDim.x + threadIdx.x;
     if (c >= C) return;
+    if (slots) {
+        int y = blockIdx.y;
+        d += (i64)y * sd;
+        x += (i64)y * sx;
+        state += (i64)slots[y] * (K - 1) * C;
+    }
     float next[16];
     for (int r = 0; r < K - 1; r++) {
         int i = T + r; // row of state ++ x
@@ -265,24 +413,34 @@ __global__ void conv1d_causal_f32(float* d, i64 sd, const float* x, i64 sx, cons
     for (int r = 0; r < K - 1; r++) state[(i64)r * C + c] = next[r];
 }
 
-// delta_rule_f32: the gated delta rule, token by token, one block per value
-// head, thread j owning column j of the head's state S [dk][dv]:
-// e = exp(g), δ = β(v − e·Sᵀk), S ← e·S + k⊗δ, out = e·Sᵀq' + (k·q')δ.
-// q, k rows are (token, key head) with stride sq, sk; v, out rows (token,
-// value head); g, beta rows per token.
+// delta_rule_f32: the gated delta rule, token by token: e = exp(g),
+// δ = β(v − e·Sᵀk), S ← e·S + k⊗δ, out = e·Sᵀq' + (k·q')δ, per value head
+// with state S [dk][dv]. blockIdx.x is (value head, group of blockDim.x
+// columns of S), each thread owning one column; q, k rows are (token, key
+// head) with stride sq, sk; v, out rows (token, value head); g, beta rows
+// per token. With slots, blockIdx.y is a sequence of one token (row y)
+// whose state is state + slots[y]·hv·dk·dv.
 __global__ void delta_rule_f32(float* out, i64 so, const float* q, i64 sq, const float* k, i64 sk, const float* v, i64 sv,
-                               const float* g, i64 sg, const float* beta, i64 sb, float* state, int T, int hk, int hv,
+                               const float* g, i64 sg, const float* beta, i64 sb, float* state, const int* slots, int T, int hk, int hv,
                                int dk, int dv, int tiled) {
     extern __shared__ float sh[]; // q'[dk], k[dk]
     float* qs = sh;
     float* ks = sh + dk;
-    int h = blockIdx.x, kh = tiled ? h % hk : h / (hv / hk);
+    int groups = (dv + blockDim.x - 1) / blockDim.x;
+    int h = blockIdx.x / groups, kh = tiled ? h % hk : h / (hv / hk);
+    int j = (blockIdx.x % groups) * blockDim.x + threadIdx.x;
     float scale = rsqrtf((float)dk);
+    i64 row0 = 0;
+    if (slots) {
+        row0 = blockIdx.y;
+        state += (i64)slots[blockIdx.y] * hv * dk * dv;
+    }
     float* S = state + (i64)h * dk * dv;
     for (int t = 0; t < T; t++) {
+        i64 r = row0 + t;
         __syncthreads();
-        const float* qr = q + ((i64)t * hk + kh) * sq;
-        const float* kr = k + ((i64)t * hk + kh) * sk;
+        const float* qr = q + (r * hk + kh) * sq;
+        const float* kr = k + (r * hk + kh) * sk;
         for (int i = threadIdx.x; i < dk; i += blockDim.x) {
             qs[i] = qr[i] * scale;
             ks[i] = kr[i];
@@ -291,20 +449,17 @@ __global__ void delta_rule_f32(float* out, i64 so, const float* q, i64 sq, const
         float kq = 0.f;
         for (int i = threadIdx.x; i < dk; i += blockDim.x) kq += ks[i] * qs[i];
         kq = block_sum(kq);
-        float e = expf(g[(i64)t * sg + h]), b = beta[(i64)t * sb + h];
-        const float* vr = v + ((i64)t * hv + h) * sv;
-        float* orow = out + ((i64)t * hv + h) * so;
-        for (int j = threadIdx.x; j < dv; j += blockDim.x) {
-            float skj = 0.f, sqj = 0.f;
-            for (int i = 0; i < dk; i++) {
-                float s = S[(i64)i * dv + j];
-                skj += s * ks[i];
-                sqj += s * qs[i];
-            }
-            float delta = b * (vr[j] - e * skj);
-            for (int i = 0; i < dk; i++) S[(i64)i * dv + j] = e * S[(i64)i * dv + j] + ks[i] * delta;
-            orow[j] = e * sqj + kq * delta;
+        if (j >= dv) continue;
+        float e = expf(g[r * sg + h]), b = beta[r * sb + h];
+        float skj = 0.f, sqj = 0.f;
+        for (int i = 0; i < dk; i++) {
+            float s = S[(i64)i * dv + j];
+            skj += s * ks[i];
+            sqj += s * qs[i];
         }
+        float delta = b * (v[(r * hv + h) * sv + j] - e * skj);
+        for (int i = 0; i < dk; i++) S[(i64)i * dv + j] = e * S[(i64)i * dv + j] + ks[i] * delta;
+        out[(r * hv + h) * so + j] = e * sqj + kq * delta;
     }
 }
 

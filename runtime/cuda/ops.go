@@ -229,6 +229,10 @@ func embedding(dst, table *rt.Tensor, ids []int32) {
 		if err != nil {
 			return err
 		}
+		if typ, ok := quantTypes[table.DType()]; ok {
+			rowBytes := int64(table.DType().ByteLen(int(m[0].cols)))
+			return c.launch("embed_q", len(ids), 128, 0, p(&m[0].ptr), p(&m[0].stride), p(&m[1].ptr), p(&rowBytes), p(&dev), p(&m[0].cols), p(&typ))
+		}
 		return c.launch(embedKernels[table.DType()], len(ids), threads(m[0].cols), 0, p(&m[0].ptr), p(&m[0].stride), p(&m[1].ptr), p(&dev), p(&m[0].cols))
 	})
 }
@@ -276,9 +280,44 @@ func matMul(dst, x, w *rt.Tensor) {
 				return err
 			}
 			return c.blas.gemm(m[0].ptr, int(m[0].stride), tmp, typ, K, m[2].ptr, typ, M, N, K)
+		case rt.Q8_0, rt.Q4_K, rt.Q6_K:
+			return matMulQuant(c, m, w.DType(), M, N, K)
 		}
 		return fmt.Errorf("no cuda matmul for %v weights", w.DType())
 	})
+}
+
+// quantTypes numbers the block formats as kernels.cu's unit_q does.
+var quantTypes = map[rt.DType]int32{rt.Q8_0: 0, rt.Q4_K: 1, rt.Q6_K: 2}
+
+// quantGEMVRows is the most rows of x that take the fused dequantising
+// GEMV (the weight read once for all of them); more rows dequantise the
+// weight to bf16 for cuBLAS.
+const quantGEMVRows = 8
+
+func matMulQuant(c *Context, m []mat, dt rt.DType, M, N, K int) error {
+	typ, rowBytes := quantTypes[dt], int64(dt.ByteLen(K))
+	mm, nn, kk := int32(M), int32(N), int32(K)
+	if M <= quantGEMVRows {
+		return c.launch("gemv_q", (N+7)/8, 256, 0, p(&m[0].ptr), p(&m[0].stride), p(&m[1].ptr), p(&m[1].stride),
+			p(&m[2].ptr), p(&rowBytes), p(&mm), p(&nn), p(&kk), p(&typ))
+	}
+	wt, err := c.scratchBytes(3, uintptr(2*N*K))
+	if err != nil {
+		return err
+	}
+	units := N * K / 8
+	if err := c.launch("dequant_q_bf16", (units+255)/256, 256, 0, p(&wt), p(&m[2].ptr), p(&rowBytes), p(&nn), p(&kk), p(&typ)); err != nil {
+		return err
+	}
+	xt, err := c.scratchBytes(1, uintptr(2*M*K))
+	if err != nil {
+		return err
+	}
+	if err := c.launch("to_bf16", M, threads(m[1].cols), 0, p(&xt), p(&m[1].ptr), p(&m[1].stride), p(&m[1].cols)); err != nil {
+		return err
+	}
+	return c.blas.gemm(m[0].ptr, int(m[0].stride), xt, cudaR16BF, K, wt, cudaR16BF, M, N, K)
 }
 
 func kvWrite(cache, x *rt.Tensor, slots []int32) {
@@ -304,8 +343,16 @@ func kvWrite(cache, x *rt.Tensor, slots []int32) {
 	})
 }
 
-func conv1dCausal(dst, x, w, state *rt.Tensor) {
-	kernel(rt.OpConv1dCausal, func(c *Context) error {
+func conv1dCausal(dst, x, w, state *rt.Tensor) { conv1d(rt.OpConv1dCausal, dst, x, w, state, nil) }
+
+func conv1dSlots(dst, x, w, states *rt.Tensor, slots []int32) {
+	conv1d(rt.OpConv1dSlots, dst, x, w, states, slots)
+}
+
+// conv1d runs the kernel over x as one sequence, or with slots as one
+// token of each of len(slots) sequences.
+func conv1d(op rt.OpID, dst, x, w, state *rt.Tensor, slots []int32) {
+	kernel(op, func(c *Context) error {
 		m, err := mats([]string{"dst", "x", "w", "state"}, dst, x, w, state)
 		if err != nil {
 			return err
@@ -314,8 +361,16 @@ func conv1dCausal(dst, x, w, state *rt.Tensor) {
 		if K-1 > 16 {
 			return fmt.Errorf("kernel width %d over the 17 the kernel keeps", K)
 		}
-		return c.launch("conv1d_causal_f32", int((C+127)/128), 128, 0,
-			p(&m[0].ptr), p(&m[0].stride), p(&m[1].ptr), p(&m[1].stride), p(&m[2].ptr), p(&m[3].ptr), p(&T), p(&C), p(&K))
+		var dslots uintptr
+		items := 1
+		if slots != nil {
+			if dslots, err = c.hostInts(0, slots); err != nil {
+				return err
+			}
+			T, items = 1, len(slots)
+		}
+		return c.launch2("conv1d_causal_f32", int((C+127)/128), items, 128, 0,
+			p(&m[0].ptr), p(&m[0].stride), p(&m[1].ptr), p(&m[1].stride), p(&m[2].ptr), p(&m[3].ptr), p(&dslots), p(&T), p(&C), p(&K))
 	})
 }
 
@@ -323,22 +378,43 @@ func conv1dCausal(dst, x, w, state *rt.Tensor) {
 // chunked op takes the same kernel (see the note in Register).
 func deltaRule(op rt.OpID) rt.DeltaRuleRecurrentKernel {
 	return func(out, q, k, v, g, beta, state *rt.Tensor, dp rt.DeltaRuleParams) {
-		kernel(op, func(c *Context) error {
-			m, err := mats([]string{"out", "q", "k", "v", "g", "beta", "state"}, out, q, k, v, g, beta, state)
-			if err != nil {
+		deltaRuleLaunch(op, out, q, k, v, g, beta, state, nil, dp)
+	}
+}
+
+func deltaRuleSlots(out, q, k, v, g, beta, states *rt.Tensor, slots []int32, dp rt.DeltaRuleParams) {
+	deltaRuleLaunch(rt.OpDeltaRuleSlots, out, q, k, v, g, beta, states, slots, dp)
+}
+
+// deltaColumns is the columns of a head's state per block: one warp, so
+// that even one sequence spreads over hv·dv/32 blocks.
+const deltaColumns = 32
+
+func deltaRuleLaunch(op rt.OpID, out, q, k, v, g, beta, state *rt.Tensor, slots []int32, dp rt.DeltaRuleParams) {
+	kernel(op, func(c *Context) error {
+		m, err := mats([]string{"out", "q", "k", "v", "g", "beta", "state"}, out, q, k, v, g, beta, state)
+		if err != nil {
+			return err
+		}
+		T, hk, hv := int32(q.Dim(0)), int32(q.Dim(1)), int32(v.Dim(1))
+		dk, dv := int32(q.Dim(2)), int32(v.Dim(2))
+		var tiled int32
+		if dp.TiledHeads {
+			tiled = 1
+		}
+		var dslots uintptr
+		items := 1
+		if slots != nil {
+			if dslots, err = c.hostInts(0, slots); err != nil {
 				return err
 			}
-			T, hk, hv := int32(q.Dim(0)), int32(q.Dim(1)), int32(v.Dim(1))
-			dk, dv := int32(q.Dim(2)), int32(v.Dim(2))
-			var tiled int32
-			if dp.TiledHeads {
-				tiled = 1
-			}
-			return c.launch("delta_rule_f32", int(hv), threads(dv), int(8*dk),
-				p(&m[0].ptr), p(&m[0].stride), p(&m[1].ptr), p(&m[1].stride), p(&m[2].ptr), p(&m[2].stride), p(&m[3].ptr), p(&m[3].stride),
-				p(&m[4].ptr), p(&m[4].stride), p(&m[5].ptr), p(&m[5].stride), p(&m[6].ptr), p(&T), p(&hk), p(&hv), p(&dk), p(&dv), p(&tiled))
-		})
-	}
+			T, items = 1, len(slots)
+		}
+		groups := int((dv + deltaColumns - 1) / deltaColumns)
+		return c.launch2("delta_rule_f32", int(hv)*groups, items, deltaColumns, int(8*dk),
+			p(&m[0].ptr), p(&m[0].stride), p(&m[1].ptr), p(&m[1].stride), p(&m[2].ptr), p(&m[2].stride), p(&m[3].ptr), p(&m[3].stride),
+			p(&m[4].ptr), p(&m[4].stride), p(&m[5].ptr), p(&m[5].stride), p(&m[6].ptr), p(&dslots), p(&T), p(&hk), p(&hv), p(&dk), p(&dv), p(&tiled))
+	})
 }
 
 func attention(dst, q, k, v *rt.Tensor, seqs []rt.AttnSeq, blockSize int, scale float32) {

@@ -19,3 +19,6 @@ func Available() error {
 
 // ErrUnavailable marks the errors that mean no usable GPU or CUDA library.
 var ErrUnavailable = errors.New("no usable GPU or CUDA library")
+
+// DeviceMemory fails: there is no CUDA backend in this build.
+func DeviceMemory() (rt.Memory, error) { return nil, Available() }

@@ -8,8 +8,9 @@ import rt "github.com/govllm/govllm/runtime"
 // linux/amd64 build; whether a GPU and the libraries are there is decided
 // at run time by Available.
 //
-// Not yet registered for cuda: quantized matmul and embedding (Q8_0, Q4_K,
-// Q6_K, ...); the model's coverage check names them when a path needs them.
+// Quantized weights: Q8_0, Q4_K and Q6_K (the types of Q8_0 and Q4_K_M
+// files); other GGML types are not registered, and the model's coverage
+// check names them when a path needs them.
 // delta_rule_chunked runs the recurrent kernel token by token (exact, not
 // yet the chunked parallel form).
 func Register(reg *rt.Registry) error {
@@ -21,6 +22,12 @@ func Register(reg *rt.Registry) error {
 		rt.Register(reg, rt.MatMul, rt.CUDA, rt.F32, Provider, matMul),
 		rt.Register(reg, rt.MatMul, rt.CUDA, rt.BF16, Provider, matMul),
 		rt.Register(reg, rt.MatMul, rt.CUDA, rt.F16, Provider, matMul),
+		rt.Register(reg, rt.MatMul, rt.CUDA, rt.Q8_0, Provider, matMul),
+		rt.Register(reg, rt.MatMul, rt.CUDA, rt.Q4_K, Provider, matMul),
+		rt.Register(reg, rt.MatMul, rt.CUDA, rt.Q6_K, Provider, matMul),
+		rt.Register(reg, rt.Embedding, rt.CUDA, rt.Q8_0, Provider, embedding),
+		rt.Register(reg, rt.Embedding, rt.CUDA, rt.Q4_K, Provider, embedding),
+		rt.Register(reg, rt.Embedding, rt.CUDA, rt.Q6_K, Provider, embedding),
 		rt.Register(reg, rt.Add, rt.CUDA, f32, Provider, add),
 		rt.Register(reg, rt.RMSNorm, rt.CUDA, f32, Provider, rmsNorm),
 		rt.Register(reg, rt.RMSNormOffset, rt.CUDA, f32, Provider, rmsNormOffset),
@@ -38,6 +45,8 @@ func Register(reg *rt.Registry) error {
 		rt.Register(reg, rt.GDNGating, rt.CUDA, f32, Provider, gdnGating),
 		rt.Register(reg, rt.DeltaRuleChunked, rt.CUDA, f32, Provider, rt.DeltaRuleChunkedKernel(deltaRule(rt.OpDeltaRuleChunked))),
 		rt.Register(reg, rt.DeltaRuleRecurrent, rt.CUDA, f32, Provider, deltaRule(rt.OpDeltaRuleRecurrent)),
+		rt.Register(reg, rt.Conv1dSlots, rt.CUDA, f32, Provider, conv1dSlots),
+		rt.Register(reg, rt.DeltaRuleSlots, rt.CUDA, f32, Provider, deltaRuleSlots),
 		rt.Register(reg, rt.RouterTopK, rt.CUDA, f32, Provider, routerTopK),
 		rt.Register(reg, rt.GatherRows, rt.CUDA, f32, Provider, gatherRows),
 		rt.Register(reg, rt.MoEScatterAdd, rt.CUDA, f32, Provider, moeScatterAdd),
