@@ -39,7 +39,7 @@ func nvrtcCheck(call string, code int32) error {
 // compileKernels returns kernels.cu compiled for sm_<major><minor>, from the
 // on-disk cache when it holds this source for this architecture and NVRTC.
 func compileKernels(major, minor int) ([]byte, error) {
-	lib, err := openLibrary("NVRTC (libnvrtc)", []string{"libnvrtc.so.13", "libnvrtc.so.12", "libnvrtc.so"}, toolkitDirs())
+	lib, err := openLibrary("NVRTC (libnvrtc)", []string{"libnvrtc.so.13", "libnvrtc.so.12", "libnvrtc.so.11.2", "libnvrtc.so"}, toolkitDirs())
 	if err != nil {
 		return nil, fmt.Errorf("cuda: %w", err)
 	}
