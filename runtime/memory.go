@@ -26,15 +26,21 @@ type Memory interface {
 	Sync() error
 	// Available is the number of bytes free for new allocations.
 	Available() int64
+	// Staging returns a host tensor that Copy moves to and from this memory
+	// fastest (page-locked on a GPU); FreeStaging releases it.
+	Staging(dt DType, shape ...int) (*Tensor, error)
+	FreeStaging(t *Tensor) error
 }
 
 // HostMemory is the CPU's memory: the Go heap.
 type HostMemory struct{}
 
-func (HostMemory) Alloc(dt DType, shape ...int) (*Tensor, error) { return New(dt, shape...), nil }
-func (HostMemory) Free(*Tensor) error                            { return nil }
-func (HostMemory) Sync() error                                   { return nil }
-func (HostMemory) Available() int64                              { return hostAvailable() }
+func (HostMemory) Alloc(dt DType, shape ...int) (*Tensor, error)   { return New(dt, shape...), nil }
+func (HostMemory) Free(*Tensor) error                              { return nil }
+func (HostMemory) Sync() error                                     { return nil }
+func (HostMemory) Available() int64                                { return hostAvailable() }
+func (HostMemory) Staging(dt DType, shape ...int) (*Tensor, error) { return New(dt, shape...), nil }
+func (HostMemory) FreeStaging(*Tensor) error                       { return nil }
 
 func (HostMemory) Copy(dst, src *Tensor) error {
 	if err := CheckCopy(dst, src); err != nil {

@@ -90,6 +90,10 @@ func (c *Cache) Close() {
 		}
 	}
 	c.arena.Free()
+	if c.logits != nil {
+		c.mem.FreeStaging(c.logits)
+		c.logits = nil
+	}
 }
 
 func (c *Cache) freeKV() {

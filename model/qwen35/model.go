@@ -361,7 +361,15 @@ func (m *Model) ForwardBatch(c *Cache, seqs []Seq, fo ForwardOptions) (*rt.Tenso
 		return logits, err
 	}
 	if c.logits == nil || c.logits.Len() < logits.Len() {
-		c.logits = rt.New(rt.F32, logits.Len())
+		if c.logits != nil {
+			c.mem.FreeStaging(c.logits)
+			c.logits = nil
+		}
+		staged, err := c.mem.Staging(rt.F32, logits.Len()+logits.Len()/4)
+		if err != nil {
+			return nil, fmt.Errorf("qwen35: host buffer for the logits: %w", err)
+		}
+		c.logits = staged
 	}
 	out := c.logits.MustReshape(-1)
 	out, _ = out.Slice(0, 0, logits.Len())

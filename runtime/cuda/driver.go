@@ -28,6 +28,8 @@ var (
 	cuMemsetD8               func(dst uintptr, v uint8, n uintptr) int32
 	cuMemcpyDtoD             func(dst, src uintptr, n uintptr) int32
 	cuMemGetInfo             func(free, total *uintptr) int32
+	cuMemHostAlloc           func(p *unsafe.Pointer, n uintptr, flags uint32) int32
+	cuMemFreeHost            func(p unsafe.Pointer) int32
 	cuModuleLoadData         func(mod *uintptr, image unsafe.Pointer) int32
 	cuModuleGetFunction      func(fn *uintptr, mod uintptr, name string) int32
 	cuFuncSetAttribute       func(fn uintptr, attr int32, v int32) int32
@@ -104,6 +106,7 @@ func open() (*Context, error) {
 		"cuCtxSynchronize": &cuCtxSynchronize, "cuMemAlloc_v2": &cuMemAlloc, "cuMemFree_v2": &cuMemFree,
 		"cuMemcpyHtoD_v2": &cuMemcpyHtoD, "cuMemcpyDtoH_v2": &cuMemcpyDtoH, "cuMemsetD8_v2": &cuMemsetD8,
 		"cuMemcpyDtoD_v2": &cuMemcpyDtoD, "cuMemGetInfo_v2": &cuMemGetInfo,
+		"cuMemHostAlloc": &cuMemHostAlloc, "cuMemFreeHost": &cuMemFreeHost,
 		"cuModuleLoadData": &cuModuleLoadData, "cuModuleGetFunction": &cuModuleGetFunction,
 		"cuFuncSetAttribute": &cuFuncSetAttribute, "cuLaunchKernel": &cuLaunchKernel,
 		"cuGetErrorName": &cuGetErrorName, "cuDriverGetVersion": &cuDriverGetVersion,

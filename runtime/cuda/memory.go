@@ -19,6 +19,29 @@ func (m memory) Alloc(dt rt.DType, shape ...int) (*rt.Tensor, error) { return m.
 func (m memory) Free(t *rt.Tensor) error                             { return m.c.Free(t) }
 func (m memory) Sync() error                                         { return m.c.Sync() }
 
+// Staging allocates page-locked host memory: copies from it run at the
+// link's rate rather than through the driver's bounce buffer.
+func (m memory) Staging(dt rt.DType, shape ...int) (*rt.Tensor, error) {
+	n := 1
+	for _, d := range shape {
+		n *= d
+	}
+	bytes := uintptr(max(dt.ByteLen(n), 4))
+	var ptr unsafe.Pointer
+	if err := m.c.do(func() error { return check("cuMemHostAlloc", cuMemHostAlloc(&ptr, bytes, 0)) }); err != nil {
+		return nil, fmt.Errorf("%w (%d bytes of page-locked host memory)", err, bytes)
+	}
+	return rt.FromBytes(dt, unsafe.Slice((*byte)(ptr), bytes)[:dt.ByteLen(n)], shape...)
+}
+
+func (m memory) FreeStaging(t *rt.Tensor) error {
+	b := t.Bytes()
+	if cap(b) == 0 {
+		return nil
+	}
+	return m.c.do(func() error { return check("cuMemFreeHost", cuMemFreeHost(unsafe.Pointer(unsafe.SliceData(b[:1])))) })
+}
+
 func (m memory) Available() int64 {
 	var free, total uintptr
 	if err := m.c.do(func() error { return check("cuMemGetInfo", cuMemGetInfo(&free, &total)) }); err != nil {

@@ -361,17 +361,25 @@ func conv1d(op rt.OpID, dst, x, w, state *rt.Tensor, slots []int32) {
 		if K-1 > 16 {
 			return fmt.Errorf("kernel width %d over the 17 the kernel keeps", K)
 		}
-		var dslots uintptr
-		items := 1
-		if slots != nil {
-			if dslots, err = c.hostInts(0, slots); err != nil {
-				return err
-			}
-			T, items = 1, len(slots)
+		dslots, items, err := slotArgs(c, slots, &T)
+		if err != nil {
+			return err
 		}
 		return c.launch2("conv1d_causal_f32", int((C+127)/128), items, 128, 0,
 			p(&m[0].ptr), p(&m[0].stride), p(&m[1].ptr), p(&m[1].stride), p(&m[2].ptr), p(&m[3].ptr), p(&dslots), p(&T), p(&C), p(&K))
 	})
+}
+
+// slotArgs uploads the slots of a decode-step call (none: one sequence of
+// *T tokens) and returns their address and the number of sequences; with
+// slots each sequence has one token.
+func slotArgs(c *Context, slots []int32, T *int32) (uintptr, int, error) {
+	if slots == nil {
+		return 0, 1, nil
+	}
+	*T = 1
+	dev, err := c.hostInts(0, slots)
+	return dev, len(slots), err
 }
 
 // deltaRule runs the gated delta rule token by token on the GPU; the
@@ -402,13 +410,9 @@ func deltaRuleLaunch(op rt.OpID, out, q, k, v, g, beta, state *rt.Tensor, slots 
 		if dp.TiledHeads {
 			tiled = 1
 		}
-		var dslots uintptr
-		items := 1
-		if slots != nil {
-			if dslots, err = c.hostInts(0, slots); err != nil {
-				return err
-			}
-			T, items = 1, len(slots)
+		dslots, items, err := slotArgs(c, slots, &T)
+		if err != nil {
+			return err
 		}
 		groups := int((dv + deltaColumns - 1) / deltaColumns)
 		return c.launch2("delta_rule_f32", int(hv)*groups, items, deltaColumns, int(8*dk),
