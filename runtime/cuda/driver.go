@@ -29,6 +29,7 @@ var (
 	cuMemcpyDtoD             func(dst, src uintptr, n uintptr) int32
 	cuMemGetInfo             func(free, total *uintptr) int32
 	cuMemHostAlloc           func(p *unsafe.Pointer, n uintptr, flags uint32) int32
+	cuMemcpyHtoDAsync        func(dst uintptr, src unsafe.Pointer, n uintptr, stream uintptr) int32
 	cuMemFreeHost            func(p unsafe.Pointer) int32
 	cuModuleLoadData         func(mod *uintptr, image unsafe.Pointer) int32
 	cuModuleGetFunction      func(fn *uintptr, mod uintptr, name string) int32
@@ -66,7 +67,11 @@ type Context struct {
 
 	mu      sync.Mutex
 	err     error
-	scratch []devBuf // host arrays copied per call (positions, ids, tables)
+	scratch []devBuf // device scratch by slot (conversions, outputs read back)
+
+	stageMu            sync.Mutex
+	stageHost          unsafe.Pointer // page-locked ring of host arrays
+	stageDev, stageOff uintptr        // its device mirror, next free byte
 }
 
 type devBuf struct {
@@ -106,7 +111,7 @@ func open() (*Context, error) {
 		"cuCtxSynchronize": &cuCtxSynchronize, "cuMemAlloc_v2": &cuMemAlloc, "cuMemFree_v2": &cuMemFree,
 		"cuMemcpyHtoD_v2": &cuMemcpyHtoD, "cuMemcpyDtoH_v2": &cuMemcpyDtoH, "cuMemsetD8_v2": &cuMemsetD8,
 		"cuMemcpyDtoD_v2": &cuMemcpyDtoD, "cuMemGetInfo_v2": &cuMemGetInfo,
-		"cuMemHostAlloc": &cuMemHostAlloc, "cuMemFreeHost": &cuMemFreeHost,
+		"cuMemHostAlloc": &cuMemHostAlloc, "cuMemcpyHtoDAsync_v2": &cuMemcpyHtoDAsync, "cuMemFreeHost": &cuMemFreeHost,
 		"cuModuleLoadData": &cuModuleLoadData, "cuModuleGetFunction": &cuModuleGetFunction,
 		"cuFuncSetAttribute": &cuFuncSetAttribute, "cuLaunchKernel": &cuLaunchKernel,
 		"cuGetErrorName": &cuGetErrorName, "cuDriverGetVersion": &cuDriverGetVersion,
@@ -308,13 +313,44 @@ func (c *Context) scratchBytes(slot int, n uintptr) (uintptr, error) {
 	return b.ptr, nil
 }
 
-// hostInts copies v into scratch slot i and returns its device address.
-func (c *Context) hostInts(slot int, v []int32) (uintptr, error) {
-	ptr, err := c.scratchBytes(slot, uintptr(4*max(len(v), 1)))
-	if err != nil || len(v) == 0 {
-		return ptr, err
+// stageBytes is the size of the ring that host arrays go through.
+const stageBytes = 8 << 20
+
+// hostInts copies v (positions, ids, tables) to the device and returns its
+// address there, without waiting for the GPU: v goes into a page-locked
+// ring and from there by an asynchronous copy queued before the kernel
+// that reads it. A wrap of the ring waits for the GPU, so that no queued
+// copy still reads what is overwritten.
+func (c *Context) hostInts(v []int32) (uintptr, error) {
+	c.stageMu.Lock()
+	defer c.stageMu.Unlock()
+	n := (uintptr(4*max(len(v), 1)) + 255) &^ 255
+	if n > stageBytes {
+		return 0, fmt.Errorf("%d bytes of host arrays in one call, over the %d of the staging ring", n, stageBytes)
 	}
-	return ptr, check("cuMemcpyHtoD", cuMemcpyHtoD(ptr, unsafe.Pointer(unsafe.SliceData(v)), uintptr(4*len(v))))
+	if c.stageDev == 0 {
+		if err := check("cuMemAlloc", cuMemAlloc(&c.stageDev, stageBytes)); err != nil {
+			return 0, err
+		}
+		if err := check("cuMemHostAlloc", cuMemHostAlloc(&c.stageHost, stageBytes, 0)); err != nil {
+			cuMemFree(c.stageDev)
+			c.stageDev = 0
+			return 0, err
+		}
+	}
+	if c.stageOff+n > stageBytes {
+		if err := check("cuCtxSynchronize", cuCtxSynchronize()); err != nil {
+			return 0, err
+		}
+		c.stageOff = 0
+	}
+	host, dev := unsafe.Add(c.stageHost, c.stageOff), c.stageDev+c.stageOff
+	c.stageOff += n
+	if len(v) == 0 {
+		return dev, nil
+	}
+	copy(unsafe.Slice((*int32)(host), len(v)), v)
+	return dev, check("cuMemcpyHtoDAsync", cuMemcpyHtoDAsync(dev, host, uintptr(4*len(v)), 0))
 }
 
 // launch runs kernel name on a 1-D grid with the given arguments (each a

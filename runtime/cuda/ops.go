@@ -176,7 +176,7 @@ func ropeNeoX(x *rt.Tensor, positions []int32, rotaryDim int, theta float32) {
 		if err != nil {
 			return err
 		}
-		pos, err := c.hostInts(0, positions)
+		pos, err := c.hostInts(positions)
 		if err != nil {
 			return err
 		}
@@ -192,7 +192,7 @@ func attnPreamble(q, gate, qg, k, qNorm, kNorm *rt.Tensor, positions []int32, pp
 		if err != nil {
 			return err
 		}
-		pos, err := c.hostInts(0, positions)
+		pos, err := c.hostInts(positions)
 		if err != nil {
 			return err
 		}
@@ -225,7 +225,7 @@ func embedding(dst, table *rt.Tensor, ids []int32) {
 		if err != nil {
 			return err
 		}
-		dev, err := c.hostInts(0, ids)
+		dev, err := c.hostInts(ids)
 		if err != nil {
 			return err
 		}
@@ -334,7 +334,7 @@ func kvWrite(cache, x *rt.Tensor, slots []int32) {
 		if err != nil {
 			return err
 		}
-		dev, err := c.hostInts(0, slots)
+		dev, err := c.hostInts(slots)
 		if err != nil {
 			return err
 		}
@@ -378,7 +378,7 @@ func slotArgs(c *Context, slots []int32, T *int32) (uintptr, int, error) {
 		return 0, 1, nil
 	}
 	*T = 1
-	dev, err := c.hostInts(0, slots)
+	dev, err := c.hostInts(slots)
 	return dev, len(slots), err
 }
 
@@ -443,15 +443,15 @@ func attention(dst, q, k, v *rt.Tensor, seqs []rt.AttnSeq, blockSize int, scale 
 				rowtab[s.Row+i] = off
 			}
 		}
-		pp, err := c.hostInts(0, rowpos)
+		pp, err := c.hostInts(rowpos)
 		if err != nil {
 			return err
 		}
-		pt, err := c.hostInts(2, rowtab)
+		pt, err := c.hostInts(rowtab)
 		if err != nil {
 			return err
 		}
-		pb, err := c.hostInts(3, tabs)
+		pb, err := c.hostInts(tabs)
 		if err != nil {
 			return err
 		}
@@ -468,7 +468,7 @@ func gatherRows(dst, x *rt.Tensor, rows []int32) {
 		if err != nil {
 			return err
 		}
-		dev, err := c.hostInts(0, rows)
+		dev, err := c.hostInts(rows)
 		if err != nil {
 			return err
 		}
@@ -482,11 +482,11 @@ func moeScatterAdd(dst, src *rt.Tensor, rows []int32, weights []float32) {
 		if err != nil {
 			return err
 		}
-		dr, err := c.hostInts(0, rows)
+		dr, err := c.hostInts(rows)
 		if err != nil {
 			return err
 		}
-		dw, err := c.hostInts(2, unsafe.Slice((*int32)(unsafe.Pointer(unsafe.SliceData(weights))), len(weights)))
+		dw, err := c.hostInts(unsafe.Slice((*int32)(unsafe.Pointer(unsafe.SliceData(weights))), len(weights)))
 		if err != nil {
 			return err
 		}
