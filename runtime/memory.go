@@ -32,6 +32,14 @@ type Memory interface {
 	FreeStaging(t *Tensor) error
 }
 
+// Stepper is a Memory whose backend can record a forward step's work and
+// issue it at once (CUDA graphs). Step runs f, which must not read device
+// memory back on the host; whatever must wait for the device mid-step
+// works, at the cost of the recording.
+type Stepper interface {
+	Step(f func() error) error
+}
+
 // HostMemory is the CPU's memory: the Go heap.
 type HostMemory struct{}
 

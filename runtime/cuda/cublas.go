@@ -8,8 +8,9 @@ import (
 )
 
 var (
-	cublasCreate func(h *uintptr) int32
-	cublasGemmEx func(h uintptr, ta, tb int32, m, n, k int32, alpha unsafe.Pointer, a uintptr, atype int32, lda int32,
+	cublasCreate    func(h *uintptr) int32
+	cublasSetStream func(h uintptr, s uintptr) int32
+	cublasGemmEx    func(h uintptr, ta, tb int32, m, n, k int32, alpha unsafe.Pointer, a uintptr, atype int32, lda int32,
 		b uintptr, btype int32, ldb int32, beta unsafe.Pointer, c uintptr, ctype int32, ldc int32, compute int32, algo int32) int32
 )
 
@@ -30,7 +31,7 @@ func openBLAS() (*blas, error) {
 	if err != nil {
 		return nil, fmt.Errorf("cuda: %w", err)
 	}
-	if err := lib.bind(map[string]any{"cublasCreate_v2": &cublasCreate, "cublasGemmEx": &cublasGemmEx}); err != nil {
+	if err := lib.bind(map[string]any{"cublasCreate_v2": &cublasCreate, "cublasGemmEx": &cublasGemmEx, "cublasSetStream_v2": &cublasSetStream}); err != nil {
 		return nil, fmt.Errorf("cuda: %w", err)
 	}
 	b := &blas{}
@@ -40,12 +41,34 @@ func openBLAS() (*blas, error) {
 	return b, nil
 }
 
-// gemm computes dst[M, N] = x[M, K] · w[N, K]ᵀ in f32 accumulation: in
-// cuBLAS's column-major terms dstᵀ = w · xᵀ, so w is A transposed.
-func (b *blas) gemm(dst uintptr, ldd int, x uintptr, xtype int32, ldx int, w uintptr, wtype int32, m, n, k int) error {
+// gemmArgs are gemm's arguments as a step encodes them: dst, ldd, x, xtype,
+// ldx, w, wtype, m, n, k.
+type gemmArgs [10]int64
+
+// gemm computes dst[M, N] = x[M, K] · w[N, K]ᵀ in f32 accumulation, or
+// records it while a step is recorded.
+func (c *Context) gemm(dst uintptr, ldd int, x uintptr, xtype int32, ldx int, w uintptr, wtype int32, m, n, k int) error {
+	a := gemmArgs{int64(dst), int64(ldd), int64(x), int64(xtype), int64(ldx), int64(w), int64(wtype), int64(m), int64(n), int64(k)}
+	if c.rec != nil {
+		c.rec.recordGemm(a)
+		return nil
+	}
+	return c.blas.gemmOn(0, a)
+}
+
+// gemmOn runs a gemm on stream: in cuBLAS's column-major terms
+// dstᵀ = w · xᵀ, so w is A transposed.
+func (b *blas) gemmOn(stream uintptr, a gemmArgs) error {
+	if stream != 0 {
+		if code := cublasSetStream(b.handle, stream); code != 0 {
+			return fmt.Errorf("cuda: cublasSetStream failed: status %d", code)
+		}
+		defer cublasSetStream(b.handle, 0)
+	}
 	alpha, beta := float32(1), float32(0)
-	code := cublasGemmEx(b.handle, cublasOpT, cublasOpN, int32(n), int32(m), int32(k), unsafe.Pointer(&alpha),
-		w, wtype, int32(k), x, xtype, int32(ldx), unsafe.Pointer(&beta), dst, cudaR32F, int32(ldd), cublasCompute32F, cublasGemmDflt)
+	m, n, k := int32(a[7]), int32(a[8]), int32(a[9])
+	code := cublasGemmEx(b.handle, cublasOpT, cublasOpN, n, m, k, unsafe.Pointer(&alpha),
+		uintptr(a[5]), int32(a[6]), k, uintptr(a[2]), int32(a[3]), int32(a[4]), unsafe.Pointer(&beta), uintptr(a[0]), cudaR32F, int32(a[1]), cublasCompute32F, cublasGemmDflt)
 	if code != 0 {
 		return fmt.Errorf("cuda: cublasGemmEx [%d×%d]·[%d×%d]ᵀ failed: status %d", m, k, n, k, code)
 	}

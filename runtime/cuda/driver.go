@@ -13,34 +13,44 @@ import (
 
 // The driver API entry points (libcuda), bound by load.
 var (
-	cuInit                   func(flags uint32) int32
-	cuDeviceGetCount         func(n *int32) int32
-	cuDeviceGet              func(dev *int32, ordinal int32) int32
-	cuDeviceGetName          func(name *byte, n int32, dev int32) int32
-	cuDeviceGetAttribute     func(v *int32, attr int32, dev int32) int32
-	cuDevicePrimaryCtxRetain func(ctx *uintptr, dev int32) int32
-	cuCtxSetCurrent          func(ctx uintptr) int32
-	cuCtxSynchronize         func() int32
-	cuMemAlloc               func(p *uintptr, n uintptr) int32
-	cuMemFree                func(p uintptr) int32
-	cuMemcpyHtoD             func(dst uintptr, src unsafe.Pointer, n uintptr) int32
-	cuMemcpyDtoH             func(dst unsafe.Pointer, src uintptr, n uintptr) int32
-	cuMemsetD8               func(dst uintptr, v uint8, n uintptr) int32
-	cuMemcpyDtoD             func(dst, src uintptr, n uintptr) int32
-	cuMemGetInfo             func(free, total *uintptr) int32
-	cuMemHostAlloc           func(p *unsafe.Pointer, n uintptr, flags uint32) int32
-	cuMemcpyHtoDAsync        func(dst uintptr, src unsafe.Pointer, n uintptr, stream uintptr) int32
-	cuMemFreeHost            func(p unsafe.Pointer) int32
-	cuModuleLoadData         func(mod *uintptr, image unsafe.Pointer) int32
-	cuModuleGetFunction      func(fn *uintptr, mod uintptr, name string) int32
-	cuFuncSetAttribute       func(fn uintptr, attr int32, v int32) int32
-	cuLaunchKernel           func(fn uintptr, gx, gy, gz, bx, by, bz uint32, shared uint32, stream uintptr, params unsafe.Pointer, extra unsafe.Pointer) int32
-	cuGetErrorName           func(code int32, s **byte) int32
-	cuDriverGetVersion       func(v *int32) int32
-	cuDeviceTotalMem         func(n *uintptr, dev int32) int32
+	cuInit                      func(flags uint32) int32
+	cuDeviceGetCount            func(n *int32) int32
+	cuDeviceGet                 func(dev *int32, ordinal int32) int32
+	cuDeviceGetName             func(name *byte, n int32, dev int32) int32
+	cuDeviceGetAttribute        func(v *int32, attr int32, dev int32) int32
+	cuDevicePrimaryCtxRetain    func(ctx *uintptr, dev int32) int32
+	cuCtxSetCurrent             func(ctx uintptr) int32
+	cuCtxSynchronize            func() int32
+	cuMemAlloc                  func(p *uintptr, n uintptr) int32
+	cuMemFree                   func(p uintptr) int32
+	cuMemcpyHtoD                func(dst uintptr, src unsafe.Pointer, n uintptr) int32
+	cuMemcpyDtoH                func(dst unsafe.Pointer, src uintptr, n uintptr) int32
+	cuMemsetD8                  func(dst uintptr, v uint8, n uintptr) int32
+	cuMemcpyDtoD                func(dst, src uintptr, n uintptr) int32
+	cuMemGetInfo                func(free, total *uintptr) int32
+	cuMemHostAlloc              func(p *unsafe.Pointer, n uintptr, flags uint32) int32
+	cuMemcpyHtoDAsync           func(dst uintptr, src unsafe.Pointer, n uintptr, stream uintptr) int32
+	cuStreamCreate              func(s *uintptr, flags uint32) int32
+	cuStreamSynchronize         func(s uintptr) int32
+	cuStreamBeginCapture        func(s uintptr, mode int32) int32
+	cuStreamEndCapture          func(s uintptr, g *uintptr) int32
+	cuGraphInstantiateWithFlags func(exec *uintptr, g uintptr, flags uint64) int32
+	cuGraphLaunch               func(exec uintptr, s uintptr) int32
+	cuGraphDestroy              func(g uintptr) int32
+	cuGraphExecDestroy          func(exec uintptr) int32
+	cuMemFreeHost               func(p unsafe.Pointer) int32
+	cuModuleLoadData            func(mod *uintptr, image unsafe.Pointer) int32
+	cuModuleGetFunction         func(fn *uintptr, mod uintptr, name string) int32
+	cuFuncSetAttribute          func(fn uintptr, attr int32, v int32) int32
+	cuLaunchKernel              func(fn uintptr, gx, gy, gz, bx, by, bz uint32, shared uint32, stream uintptr, params unsafe.Pointer, extra unsafe.Pointer) int32
+	cuGetErrorName              func(code int32, s **byte) int32
+	cuDriverGetVersion          func(v *int32) int32
+	cuDeviceTotalMem            func(n *uintptr, dev int32) int32
 )
 
 const (
+	streamNonBlocking    = 1
+	captureModeRelaxed   = 2
 	cudaErrorNoDevice    = 100
 	attrComputeMajor     = 75
 	attrComputeMinor     = 76
@@ -68,6 +78,14 @@ type Context struct {
 	mu      sync.Mutex
 	err     error
 	scratch []devBuf // device scratch by slot (conversions, outputs read back)
+
+	// Step recording and its captured graphs (graph.go).
+	rec      *recorder
+	recBuf   []byte
+	lastEnc  []byte
+	graphs   []graph
+	stream   uintptr // the capture stream
+	noGraphs bool
 
 	stageMu            sync.Mutex
 	stageHost          unsafe.Pointer // page-locked ring of host arrays
@@ -111,7 +129,11 @@ func open() (*Context, error) {
 		"cuCtxSynchronize": &cuCtxSynchronize, "cuMemAlloc_v2": &cuMemAlloc, "cuMemFree_v2": &cuMemFree,
 		"cuMemcpyHtoD_v2": &cuMemcpyHtoD, "cuMemcpyDtoH_v2": &cuMemcpyDtoH, "cuMemsetD8_v2": &cuMemsetD8,
 		"cuMemcpyDtoD_v2": &cuMemcpyDtoD, "cuMemGetInfo_v2": &cuMemGetInfo,
-		"cuMemHostAlloc": &cuMemHostAlloc, "cuMemcpyHtoDAsync_v2": &cuMemcpyHtoDAsync, "cuMemFreeHost": &cuMemFreeHost,
+		"cuMemHostAlloc": &cuMemHostAlloc, "cuMemcpyHtoDAsync_v2": &cuMemcpyHtoDAsync,
+		"cuStreamCreate": &cuStreamCreate, "cuStreamSynchronize": &cuStreamSynchronize,
+		"cuStreamBeginCapture_v2": &cuStreamBeginCapture, "cuStreamEndCapture": &cuStreamEndCapture,
+		"cuGraphInstantiateWithFlags": &cuGraphInstantiateWithFlags, "cuGraphLaunch": &cuGraphLaunch,
+		"cuGraphDestroy": &cuGraphDestroy, "cuGraphExecDestroy": &cuGraphExecDestroy, "cuMemFreeHost": &cuMemFreeHost,
 		"cuModuleLoadData": &cuModuleLoadData, "cuModuleGetFunction": &cuModuleGetFunction,
 		"cuFuncSetAttribute": &cuFuncSetAttribute, "cuLaunchKernel": &cuLaunchKernel,
 		"cuGetErrorName": &cuGetErrorName, "cuDriverGetVersion": &cuDriverGetVersion,
@@ -250,7 +272,12 @@ func (c *Context) Alloc(dt rt.DType, shape ...int) (*rt.Tensor, error) {
 
 // Free releases a tensor made by Alloc or Upload (not a view of one).
 func (c *Context) Free(t *rt.Tensor) error {
-	return c.do(func() error { return check("cuMemFree", cuMemFree(t.DevicePtr())) })
+	return c.do(func() error {
+		if err := c.flush(); err != nil { // recorded work may read it
+			return err
+		}
+		return check("cuMemFree", cuMemFree(t.DevicePtr()))
+	})
 }
 
 // Upload copies a contiguous host tensor into new device memory.
@@ -296,6 +323,9 @@ func (c *Context) scratchBytes(slot int, n uintptr) (uintptr, error) {
 	}
 	b := &c.scratch[slot]
 	if b.n < n {
+		if err := c.flush(); err != nil { // recorded work may read the old buffer
+			return 0, err
+		}
 		if b.ptr != 0 {
 			// Freeing waits for the kernels that still read it.
 			if err := check("cuCtxSynchronize", cuCtxSynchronize()); err != nil {
@@ -339,28 +369,36 @@ func (c *Context) hostInts(v []int32) (uintptr, error) {
 		}
 	}
 	if c.stageOff+n > stageBytes {
+		if err := c.flush(); err != nil {
+			return 0, err
+		}
 		if err := check("cuCtxSynchronize", cuCtxSynchronize()); err != nil {
 			return 0, err
 		}
 		c.stageOff = 0
 	}
-	host, dev := unsafe.Add(c.stageHost, c.stageOff), c.stageDev+c.stageOff
+	off := c.stageOff
+	host, dev := unsafe.Add(c.stageHost, off), c.stageDev+off
 	c.stageOff += n
 	if len(v) == 0 {
 		return dev, nil
 	}
 	copy(unsafe.Slice((*int32)(host), len(v)), v)
+	if c.rec != nil {
+		c.rec.recordCopy(dev, off, uintptr(4*len(v)))
+		return dev, nil
+	}
 	return dev, check("cuMemcpyHtoDAsync", cuMemcpyHtoDAsync(dev, host, uintptr(4*len(v)), 0))
 }
 
 // launch runs kernel name on a 1-D grid with the given arguments (each a
 // pointer to its value).
-func (c *Context) launch(name string, grid, block, shared int, args ...unsafe.Pointer) error {
+func (c *Context) launch(name string, grid, block, shared int, args ...karg) error {
 	return c.launch2(name, grid, 1, block, shared, args...)
 }
 
 // launch2 runs kernel name on a gridX × gridY grid.
-func (c *Context) launch2(name string, grid, gridY, block, shared int, args ...unsafe.Pointer) error {
+func (c *Context) launch2(name string, grid, gridY, block, shared int, args ...karg) error {
 	fn, ok := c.fns[name]
 	if !ok {
 		if err := check("cuModuleGetFunction "+name, cuModuleGetFunction(&fn, c.mod, name)); err != nil {
@@ -374,7 +412,18 @@ func (c *Context) launch2(name string, grid, gridY, block, shared int, args ...u
 	if grid == 0 || gridY == 0 {
 		return nil
 	}
-	code := cuLaunchKernel(fn, uint32(grid), uint32(gridY), 1, uint32(block), 1, 1, uint32(shared), 0, unsafe.Pointer(unsafe.SliceData(args)), nil)
+	if c.rec != nil {
+		c.rec.recordLaunch(fn, grid, gridY, block, shared, args)
+		return nil
+	}
+	var ptrs [48]unsafe.Pointer
+	if len(args) > len(ptrs) {
+		return fmt.Errorf("cuda: %s: %d kernel arguments", name, len(args))
+	}
+	for i, a := range args {
+		ptrs[i] = a.ptr
+	}
+	code := cuLaunchKernel(fn, uint32(grid), uint32(gridY), 1, uint32(block), 1, 1, uint32(shared), 0, unsafe.Pointer(&ptrs[0]), nil)
 	if code != 0 {
 		return check("cuLaunchKernel "+name, code) // the name is built only on failure
 	}

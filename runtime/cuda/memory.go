@@ -63,6 +63,9 @@ func (m memory) Copy(dst, src *rt.Tensor) error {
 	}
 	host := func(t *rt.Tensor) unsafe.Pointer { return unsafe.Pointer(unsafe.SliceData(t.Bytes())) }
 	return m.c.do(func() error {
+		if err := m.c.flush(); err != nil { // the copy follows the step's work so far
+			return err
+		}
 		switch {
 		case dst.OnDevice() && src.OnDevice():
 			return check("cuMemcpyDtoD", cuMemcpyDtoD(dst.DevicePtr(), src.DevicePtr(), n))
@@ -83,7 +86,12 @@ func (m memory) Zero(t *rt.Tensor) error {
 	if n == 0 {
 		return nil
 	}
-	return m.c.do(func() error { return check("cuMemsetD8", cuMemsetD8(t.DevicePtr(), 0, n)) })
+	return m.c.do(func() error {
+		if err := m.c.flush(); err != nil {
+			return err
+		}
+		return check("cuMemsetD8", cuMemsetD8(t.DevicePtr(), 0, n))
+	})
 }
 
 // DeviceMemory opens GPU 0 and returns its memory.

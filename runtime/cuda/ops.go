@@ -62,8 +62,6 @@ func kernel(op rt.OpID, f func(c *Context) error) {
 	}
 }
 
-func p[T any](v *T) unsafe.Pointer { return unsafe.Pointer(v) }
-
 // threads picks a block size for rows of n elements.
 func threads(n int32) int {
 	switch {
@@ -255,7 +253,7 @@ func matMul(dst, x, w *rt.Tensor) {
 		M, N, K := int(m[1].rows), int(m[2].rows), int(m[1].cols)
 		switch w.DType() {
 		case rt.F32:
-			return c.blas.gemm(m[0].ptr, int(m[0].stride), m[1].ptr, cudaR32F, int(m[1].stride), m[2].ptr, cudaR32F, M, N, K)
+			return c.gemm(m[0].ptr, int(m[0].stride), m[1].ptr, cudaR32F, int(m[1].stride), m[2].ptr, cudaR32F, M, N, K)
 		case rt.BF16, rt.F16:
 			if M <= gemvMaxRows && K%8 == 0 && m[1].ptr%16 == 0 && m[1].stride%4 == 0 && m[2].ptr%16 == 0 {
 				// One row: bound by reading the weight, which the GEMV
@@ -279,7 +277,7 @@ func matMul(dst, x, w *rt.Tensor) {
 			if err := c.launch(conv, M, threads(m[1].cols), 0, p(&tmp), p(&m[1].ptr), p(&m[1].stride), p(&m[1].cols)); err != nil {
 				return err
 			}
-			return c.blas.gemm(m[0].ptr, int(m[0].stride), tmp, typ, K, m[2].ptr, typ, M, N, K)
+			return c.gemm(m[0].ptr, int(m[0].stride), tmp, typ, K, m[2].ptr, typ, M, N, K)
 		case rt.Q8_0, rt.Q4_K, rt.Q6_K:
 			return matMulQuant(c, m, w.DType(), M, N, K)
 		}
@@ -317,7 +315,7 @@ func matMulQuant(c *Context, m []mat, dt rt.DType, M, N, K int) error {
 	if err := c.launch("to_bf16", M, threads(m[1].cols), 0, p(&xt), p(&m[1].ptr), p(&m[1].stride), p(&m[1].cols)); err != nil {
 		return err
 	}
-	return c.blas.gemm(m[0].ptr, int(m[0].stride), xt, cudaR16BF, K, wt, cudaR16BF, M, N, K)
+	return c.gemm(m[0].ptr, int(m[0].stride), xt, cudaR16BF, K, wt, cudaR16BF, M, N, K)
 }
 
 func kvWrite(cache, x *rt.Tensor, slots []int32) {
@@ -521,6 +519,9 @@ func routerTopK(ids []int32, weights []float32, logits *rt.Tensor, k int) {
 		}
 		kk := int32(k)
 		if err := c.launch("router_topk_f32", int(m.rows), 128, 0, p(&di), p(&dw), p(&m.ptr), p(&m.stride), p(&m.cols), p(&kk)); err != nil {
+			return err
+		}
+		if err := c.flush(); err != nil { // the routing is read on the host now
 			return err
 		}
 		if err := check("cuMemcpyDtoH", cuMemcpyDtoH(unsafe.Pointer(unsafe.SliceData(ids)), di, n)); err != nil {
