@@ -4,6 +4,7 @@ import (
 	"errors"
 	"testing"
 
+	"github.com/govllm/govllm/internal/oracle"
 	"github.com/govllm/govllm/model/qwen35"
 	rt "github.com/govllm/govllm/runtime"
 	"github.com/govllm/govllm/runtime/backends"
@@ -57,4 +58,44 @@ func hostF32(t testing.TB, be *rt.Backend, x *rt.Tensor) []float32 {
 		t.Fatal(err)
 	}
 	return h.F32()[:h.Len()]
+}
+
+// TestGPUDecodeStepsReplayAsGraphs decodes on the GPU, where repeated steps
+// run as captured graphs, and checks every step's logits against the same
+// steps run eagerly (observed, which turns recording off) and against
+// transformers.
+func TestGPUDecodeStepsReplayAsGraphs(t *testing.T) {
+	be, err := backends.New(rt.CUDA)
+	if errors.Is(err, cuda.ErrUnavailable) {
+		t.Skipf("no CUDA here: %v", err)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	fx := oracle.Load(t, "qwen35-dense")
+	m := loadOn(t, be, fx.Dir, qwen35.Options{})
+	c := fx.Cases[2] // 80 tokens
+	before := cuda.Graphs()
+	graphed := run(t, m, c.IDs, 1)
+	after := cuda.Graphs()
+	if after.Launches-before.Launches < len(c.IDs)/2 {
+		t.Errorf("%d of %d decode steps ran as graphs (%d captured)", after.Launches-before.Launches, len(c.IDs), after.Captures-before.Captures)
+	}
+	st := m.NewState()
+	defer st.Close()
+	var eager []float32
+	observe := qwen35.ForwardOptions{Hidden: func(int, *rt.Tensor) {}}
+	for _, id := range c.IDs {
+		lg, err := m.Forward(st, []int32{id}, observe)
+		if err != nil {
+			t.Fatal(err)
+		}
+		eager = append(eager, lg.F32()[:lg.Len()]...)
+	}
+	if d, _ := oracle.MaxDiff(graphed, eager); d > 1e-5 {
+		t.Errorf("graph and eager steps differ by %g", d)
+	}
+	if d, _ := oracle.MaxDiff(graphed, oracle.ReadF32(t, c.Logits)); d > cudaTolerance {
+		t.Errorf("graph steps: max |Δlogit| %g against transformers", d)
+	}
 }

@@ -80,12 +80,13 @@ type Context struct {
 	scratch []devBuf // device scratch by slot (conversions, outputs read back)
 
 	// Step recording and its captured graphs (graph.go).
-	rec      *recorder
-	recBuf   []byte
-	lastEnc  []byte
-	graphs   []graph
-	stream   uintptr // the capture stream
-	noGraphs bool
+	rec        *recorder
+	recBuf     []byte
+	lastEnc    []byte
+	graphs     []graph
+	stream     uintptr // the capture stream
+	noGraphs   bool
+	graphStats GraphStats
 
 	stageMu            sync.Mutex
 	stageHost          unsafe.Pointer // page-locked ring of host arrays

@@ -104,10 +104,24 @@ func (c *Context) issue(enc []byte) error {
 		c.graphs = c.graphs[1:]
 	}
 	c.graphs = append(c.graphs, graph{enc: append([]byte(nil), enc...), exec: exec})
+	c.graphStats.Captures++
 	return c.launchGraph(exec)
 }
 
+// GraphStats counts the steps issued as graphs and the graphs captured.
+type GraphStats struct{ Launches, Captures int }
+
+// Graphs reports how GPU 0's steps were issued so far.
+func Graphs() GraphStats {
+	c, err := Open()
+	if err != nil {
+		return GraphStats{}
+	}
+	return c.graphStats
+}
+
 func (c *Context) launchGraph(exec uintptr) error {
+	c.graphStats.Launches++
 	if err := check("cuGraphLaunch", cuGraphLaunch(exec, c.stream)); err != nil {
 		return err
 	}

@@ -22,3 +22,9 @@ var ErrUnavailable = errors.New("no usable GPU or CUDA library")
 
 // DeviceMemory fails: there is no CUDA backend in this build.
 func DeviceMemory() (rt.Memory, error) { return nil, Available() }
+
+// GraphStats counts the steps issued as graphs and the graphs captured.
+type GraphStats struct{ Launches, Captures int }
+
+// Graphs reports none: there is no CUDA backend in this build.
+func Graphs() GraphStats { return GraphStats{} }
