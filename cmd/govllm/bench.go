@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/govllm/govllm/model/qwen35"
+	"github.com/govllm/govllm/runtime/cuda"
 	"github.com/spf13/cobra"
 )
 
@@ -136,6 +137,7 @@ llama-batched-bench's S_TG does.`,
 				r.TestTime = time.Now().UTC().Format(time.RFC3339)
 				results = append(results, r)
 			}
+			cuda.WriteProfile(cmd.ErrOrStderr())
 			if output == "json" {
 				enc := json.NewEncoder(cmd.OutOrStdout())
 				enc.SetIndent("", "  ")

@@ -53,6 +53,9 @@ func (c *Context) gemm(dst uintptr, ldd int, x uintptr, xtype int32, ldx int, w 
 		c.rec.recordGemm(a)
 		return nil
 	}
+	if profiling {
+		defer profileSince("cublasGemmEx", profileStart())
+	}
 	return c.blas.gemmOn(0, a)
 }
 

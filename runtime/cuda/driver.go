@@ -417,6 +417,9 @@ func (c *Context) launch2(name string, grid, gridY, block, shared int, args ...k
 		c.rec.recordLaunch(fn, grid, gridY, block, shared, args)
 		return nil
 	}
+	if profiling {
+		defer profileSince(name, profileStart())
+	}
 	var ptrs [48]unsafe.Pointer
 	if len(args) > len(ptrs) {
 		return fmt.Errorf("cuda: %s: %d kernel arguments", name, len(args))

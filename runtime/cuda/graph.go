@@ -58,7 +58,7 @@ const maxGraphs = 8
 // (capturing it when it repeats the step before).
 func (m memory) Step(f func() error) error {
 	c := m.c
-	if c.noGraphs {
+	if c.noGraphs || profiling {
 		return f()
 	}
 	// Nothing queued may still read the staging ring when it restarts.

@@ -106,6 +106,14 @@ __global__ void l2_norm_f32(float* d, i64 sd, const float* x, i64 sx, int cols, 
     for (int i = threadIdx.x; i < cols; i += blockDim.x) d[r * sd + i] = xr[i] * inv;
 }
 
+// gather_3d_f32: a [d0, d1, d2] view with strides [s0, s1, 1] into dense
+// rows; one block per (i0, i1).
+__global__ void gather_3d_f32(float* d, const float* x, i64 s0, i64 s1, int d1, int d2) {
+    i64 r = blockIdx.x;
+    const float* xr = x + (r / d1) * s0 + (r % d1) * s1;
+    for (int i = threadIdx.x; i < d2; i += blockDim.x) d[r * d2 + i] = xr[i];
+}
+
 // split_query_gate_f32: row r of qg is [q | gate], each of cols.
 __global__ void split_query_gate_f32(float* q, i64 sq, float* gate, i64 sg, const float* qg, i64 sqg, int cols) {
     i64 r = blockIdx.x;

@@ -36,6 +36,27 @@ func asMat(name string, t *rt.Tensor) (mat, error) {
 	return mat{ptr: t.DevicePtr(), stride: stride, rows: int32(v.Dim(0)), cols: int32(cols)}, nil
 }
 
+// inMat is asMat for an input, which may also be a view whose leading
+// dimensions do not merge (a head-split slice of a wider row, [T, H, D]
+// with strides [S, D, 1]): such a view is first gathered into scratch
+// slot (a scratch slot of its own) by one copy kernel.
+func inMat(c *Context, slot int, name string, t *rt.Tensor) (mat, error) {
+	m, err := asMat(name, t)
+	if err == nil || t.Rank() != 3 || t.DType() != rt.F32 || t.Strides()[2] != 1 || !t.OnDevice() {
+		return m, err
+	}
+	d0, d1, d2 := int32(t.Dim(0)), int32(t.Dim(1)), int32(t.Dim(2))
+	dst, err := c.scratchBytes(slot, uintptr(4*int(d0)*int(d1)*int(d2)))
+	if err != nil {
+		return mat{}, err
+	}
+	src, s0, s1 := t.DevicePtr(), int64(t.Strides()[0]), int64(t.Strides()[1])
+	if err := c.launch("gather_3d_f32", int(d0*d1), threads(d2), 0, p(&dst), p(&src), p(&s0), p(&s1), p(&d1), p(&d2)); err != nil {
+		return mat{}, err
+	}
+	return mat{ptr: dst, stride: int64(d2), rows: d0 * d1, cols: d2}, nil
+}
+
 func mats(names []string, ts ...*rt.Tensor) ([]mat, error) {
 	out := make([]mat, len(ts))
 	for i, t := range ts {
@@ -145,10 +166,15 @@ func gatedRMSNorm(dst, x, z, w *rt.Tensor, eps float32) {
 
 func l2Norm(dst, x *rt.Tensor, eps float32) {
 	kernel(rt.OpL2Norm, func(c *Context) error {
-		m, err := mats([]string{"dst", "x"}, dst, x)
+		m, err := mats([]string{"dst"}, dst)
 		if err != nil {
 			return err
 		}
+		xm, err := inMat(c, 4, "x", x)
+		if err != nil {
+			return err
+		}
+		m = append(m, xm)
 		return c.launch("l2_norm_f32", int(m[0].rows), threads(m[0].cols), 0,
 			p(&m[0].ptr), p(&m[0].stride), p(&m[1].ptr), p(&m[1].stride), p(&m[0].cols), p(&eps))
 	})
@@ -398,10 +424,17 @@ const deltaColumns = 32
 
 func deltaRuleLaunch(op rt.OpID, out, q, k, v, g, beta, state *rt.Tensor, slots []int32, dp rt.DeltaRuleParams) {
 	kernel(op, func(c *Context) error {
-		m, err := mats([]string{"out", "q", "k", "v", "g", "beta", "state"}, out, q, k, v, g, beta, state)
+		m, err := mats([]string{"out", "g", "beta", "state"}, out, g, beta, state)
 		if err != nil {
 			return err
 		}
+		var in [3]mat // q, k, v: views of the conv output
+		for i, t := range [...]*rt.Tensor{q, k, v} {
+			if in[i], err = inMat(c, 4+i, [...]string{"q", "k", "v"}[i], t); err != nil {
+				return err
+			}
+		}
+		m = []mat{m[0], in[0], in[1], in[2], m[1], m[2], m[3]}
 		T, hk, hv := int32(q.Dim(0)), int32(q.Dim(1)), int32(v.Dim(1))
 		dk, dv := int32(q.Dim(2)), int32(v.Dim(2))
 		var tiled int32

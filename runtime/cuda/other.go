@@ -5,6 +5,7 @@ package cuda
 import (
 	"errors"
 	"fmt"
+	"io"
 
 	rt "github.com/govllm/govllm/runtime"
 )
@@ -28,3 +29,6 @@ type GraphStats struct{ Launches, Captures int }
 
 // Graphs reports none: there is no CUDA backend in this build.
 func Graphs() GraphStats { return GraphStats{} }
+
+// WriteProfile writes nothing: there is no CUDA backend in this build.
+func WriteProfile(io.Writer) {}
