@@ -209,6 +209,26 @@ __global__ void to_f16(u16* d, const float* x, i64 sx, int cols) {
     for (int i = threadIdx.x; i < cols; i += blockDim.x) d[r * cols + i] = f32_to_f16(x[r * sx + i]);
 }
 
+// split_16: row r of x as two 16-bit rows, hi = round(x) at r and
+// lo = round(x - hi) at M + r (bf16, or f16 when f16 = 1): W·hi + W·lo in
+// f32 accumulation carries x to ~2^-17 instead of bf16's 2^-9.
+__global__ void split_16(u16* d, const float* x, i64 sx, int cols, int M, int f16) {
+    i64 r = blockIdx.x;
+    for (int i = threadIdx.x; i < cols; i += blockDim.x) {
+        float v = x[r * sx + i];
+        u16 hi = f16 ? f32_to_f16(v) : f32_to_bf16(v);
+        float rest = v - (f16 ? f16_to_f32(hi) : bf16_to_f32(hi));
+        d[r * cols + i] = hi;
+        d[(M + r) * cols + i] = f16 ? f32_to_f16(rest) : f32_to_bf16(rest);
+    }
+}
+
+// sum_halves: d[r] = y[r] + y[M + r], rows of n.
+__global__ void sum_halves(float* d, i64 sd, const float* y, int M, int n) {
+    i64 r = blockIdx.x;
+    for (int i = threadIdx.x; i < n; i += blockDim.x) d[r * sd + i] = y[r * n + i] + y[(M + r) * n + i];
+}
+
 // gemv_16: dst[m][n] = Σ_k x[m][k]·w[n][k] for up to 8 rows of f32 x and a
 // bf16 (f16 = 0) or f16 (f16 = 1) weight, one warp per weight row, weights
 // read once in 16-byte loads and widened exactly (no rounding of x).
@@ -423,20 +443,24 @@ __global__ void conv1d_causal_f32(float* d, i64 sd, const float* x, i64 sx, cons
 
 // delta_rule_f32: the gated delta rule, token by token: e = exp(g),
 // δ = β(v − e·Sᵀk), S ← e·S + k⊗δ, out = e·Sᵀq' + (k·q')δ, per value head
-// with state S [dk][dv]. blockIdx.x is (value head, group of blockDim.x
-// columns of S), each thread owning one column; q, k rows are (token, key
-// head) with stride sq, sk; v, out rows (token, value head); g, beta rows
-// per token. With slots, blockIdx.y is a sequence of one token (row y)
-// whose state is state + slots[y]·hv·dk·dv.
+// with state S [dk][dv]. A block of 128 threads takes one value head's 32
+// columns of S (blockIdx.x is head × column group); each column is held
+// in the registers of 4 adjacent lanes, dk/4 rows each, for the whole
+// sequence, so a token reads only its q, k and v. q, k rows are (token,
+// key head) with stride sq, sk; v, out rows (token, value head); g, beta
+// rows per token. With slots, blockIdx.y is a sequence of one token (row
+// y) whose state is state + slots[y]·hv·dk·dv. Needs dk % 4 == 0, dk ≤ 128.
 __global__ void delta_rule_f32(float* out, i64 so, const float* q, i64 sq, const float* k, i64 sk, const float* v, i64 sv,
                                const float* g, i64 sg, const float* beta, i64 sb, float* state, const int* slots, int T, int hk, int hv,
                                int dk, int dv, int tiled) {
     extern __shared__ float sh[]; // q'[dk], k[dk]
     float* qs = sh;
     float* ks = sh + dk;
-    int groups = (dv + blockDim.x - 1) / blockDim.x;
+    int groups = (dv + 31) / 32;
     int h = blockIdx.x / groups, kh = tiled ? h % hk : h / (hv / hk);
-    int j = (blockIdx.x % groups) * blockDim.x + threadIdx.x;
+    int part = threadIdx.x & 3, j = (blockIdx.x % groups) * 32 + (threadIdx.x >> 2);
+    int R = dk >> 2, i0 = part * R;
+    bool live = j < dv;
     float scale = rsqrtf((float)dk);
     i64 row0 = 0;
     if (slots) {
@@ -444,6 +468,10 @@ __global__ void delta_rule_f32(float* out, i64 so, const float* q, i64 sq, const
         state += (i64)slots[blockIdx.y] * hv * dk * dv;
     }
     float* S = state + (i64)h * dk * dv;
+    float Sr[32];
+#pragma unroll
+    for (int i = 0; i < 32; i++)
+        if (i < R) Sr[i] = live ? S[(i64)(i0 + i) * dv + j] : 0.f;
     for (int t = 0; t < T; t++) {
         i64 r = row0 + t;
         __syncthreads();
@@ -457,18 +485,27 @@ __global__ void delta_rule_f32(float* out, i64 so, const float* q, i64 sq, const
         float kq = 0.f;
         for (int i = threadIdx.x; i < dk; i += blockDim.x) kq += ks[i] * qs[i];
         kq = block_sum(kq);
-        if (j >= dv) continue;
         float e = expf(g[r * sg + h]), b = beta[r * sb + h];
         float skj = 0.f, sqj = 0.f;
-        for (int i = 0; i < dk; i++) {
-            float s = S[(i64)i * dv + j];
-            skj += s * ks[i];
-            sqj += s * qs[i];
-        }
-        float delta = b * (v[(r * hv + h) * sv + j] - e * skj);
-        for (int i = 0; i < dk; i++) S[(i64)i * dv + j] = e * S[(i64)i * dv + j] + ks[i] * delta;
-        out[(r * hv + h) * so + j] = e * sqj + kq * delta;
+#pragma unroll
+        for (int i = 0; i < 32; i++)
+            if (i < R) {
+                skj += Sr[i] * ks[i0 + i];
+                sqj += Sr[i] * qs[i0 + i];
+            }
+        skj += __shfl_xor_sync(0xffffffffu, skj, 1);
+        skj += __shfl_xor_sync(0xffffffffu, skj, 2);
+        sqj += __shfl_xor_sync(0xffffffffu, sqj, 1);
+        sqj += __shfl_xor_sync(0xffffffffu, sqj, 2);
+        float delta = live ? b * (v[(r * hv + h) * sv + j] - e * skj) : 0.f;
+#pragma unroll
+        for (int i = 0; i < 32; i++)
+            if (i < R) Sr[i] = e * Sr[i] + ks[i0 + i] * delta;
+        if (live && part == 0) out[(r * hv + h) * so + j] = e * sqj + kq * delta;
     }
+#pragma unroll
+    for (int i = 0; i < 32; i++)
+        if (i < R && live) S[(i64)(i0 + i) * dv + j] = Sr[i];
 }
 
 // attention_f32: causal grouped-query attention over a paged cache, one
