@@ -238,43 +238,169 @@ __global__ void gemv_16(float* d, i64 sd, const float* x, i64 sx, const u16* w, 
     if (n >= N) return;
     const uint4* wr = (const uint4*)(w + (i64)n * K);
     float acc[8] = {0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f};
-    int chunks = K / 8;
-    // Four 16-byte loads in flight per lane before any is used: small
-    // matrices (K = 1024: four loads per lane in all) are latency-bound.
-    for (int i0 = lane; i0 < chunks; i0 += 128) {
-        uint4 q[4];
-#pragma unroll
-        for (int u = 0; u < 4; u++) {
-            int i = i0 + 32 * u;
-            q[u] = i < chunks ? wr[i] : make_uint4(0, 0, 0, 0);
+    for (int i = lane; i < K / 8; i += 32) {
+        uint4 q = wr[i];
+        unsigned u[4] = {q.x, q.y, q.z, q.w};
+        float wf[8];
+        for (int j = 0; j < 4; j++) {
+            if (f16) {
+                wf[2 * j] = f16_to_f32((u16)(u[j] & 0xffffu));
+                wf[2 * j + 1] = f16_to_f32((u16)(u[j] >> 16));
+            } else {
+                wf[2 * j] = __uint_as_float(u[j] << 16);
+                wf[2 * j + 1] = __uint_as_float(u[j] & 0xffff0000u);
+            }
         }
-#pragma unroll
-        for (int u = 0; u < 4; u++) {
-            int i = i0 + 32 * u;
-            if (i >= chunks) break;
-            unsigned uu[4] = {q[u].x, q[u].y, q[u].z, q[u].w};
-            float wf[8];
-            for (int j = 0; j < 4; j++) {
-                if (f16) {
-                    wf[2 * j] = f16_to_f32((u16)(uu[j] & 0xffffu));
-                    wf[2 * j + 1] = f16_to_f32((u16)(uu[j] >> 16));
-                } else {
-                    wf[2 * j] = __uint_as_float(uu[j] << 16);
-                    wf[2 * j + 1] = __uint_as_float(uu[j] & 0xffff0000u);
-                }
-            }
-            for (int m = 0; m < 8; m++) {
-                if (m >= M) break;
-                const float4* xr = (const float4*)(x + m * sx + (i64)i * 8);
-                float4 a = xr[0], b = xr[1];
-                acc[m] += a.x * wf[0] + a.y * wf[1] + a.z * wf[2] + a.w * wf[3] + b.x * wf[4] + b.y * wf[5] + b.z * wf[6] + b.w * wf[7];
-            }
+        for (int m = 0; m < 8; m++) {
+            if (m >= M) break;
+            const float4* xr = (const float4*)(x + m * sx + (i64)i * 8);
+            float4 a = xr[0], b = xr[1];
+            acc[m] += a.x * wf[0] + a.y * wf[1] + a.z * wf[2] + a.w * wf[3] + b.x * wf[4] + b.y * wf[5] + b.z * wf[6] + b.w * wf[7];
         }
     }
     for (int m = 0; m < 8; m++) {
         if (m >= M) break;
         float v = warp_sum(acc[m]);
         if (lane == 0) d[m * sd + n] = v;
+    }
+}
+
+// ---- GGML block formats (runtime/quant decodes the same bits on the CPU).
+// A row of K weights is K/block blocks; a "unit" is 8 of its weights that
+// one lane decodes: unit u yields values v[i] at columns k[i] of the row.
+typedef unsigned char u8;
+
+__device__ __forceinline__ float ld_f16(const u8* p) { return f16_to_f32((u16)p[0] | ((u16)p[1] << 8)); }
+
+// Q8_0: 34-byte blocks of 32: f16 scale, 32 int8. 4 units per block.
+__device__ __forceinline__ void unit_q8_0(const u8* row, int u, float* v, int* k) {
+    const u8* b = row + (u >> 2) * 34;
+    float d = ld_f16(b);
+    int part = u & 3, k0 = (u >> 2) * 32 + part * 8;
+    const signed char* q = (const signed char*)(b + 2 + part * 8);
+    for (int i = 0; i < 8; i++) {
+        v[i] = d * (float)q[i];
+        k[i] = k0 + i;
+    }
+}
+
+// Q4_K: 144-byte super-blocks of 256: f16 d, f16 dmin, 12 bytes of 6-bit
+// scales and mins for 8 sub-blocks of 32, then 128 bytes of nibbles (byte
+// 32j + l: low nibble is sub-block 2j's weight l, high nibble 2j+1's).
+// 32 units per super-block: unit l takes 4 low and 4 high nibbles.
+__device__ __forceinline__ void scale_min_k4(int j, const u8* q, float* sc, float* m) {
+    if (j < 4) {
+        *sc = (float)(q[j] & 63);
+        *m = (float)(q[j + 4] & 63);
+    } else {
+        *sc = (float)((q[j + 4] & 0xF) | ((q[j - 4] >> 6) << 4));
+        *m = (float)((q[j + 4] >> 4) | ((q[j] >> 6) << 4));
+    }
+}
+__device__ __forceinline__ void unit_q4_k(const u8* row, int u, float* v, int* k) {
+    const u8* b = row + (u >> 5) * 144;
+    int l = u & 31, j = l >> 3, p = l & 7;
+    float d = ld_f16(b), dmin = ld_f16(b + 2);
+    float sa, ma, sb, mb;
+    scale_min_k4(2 * j, b + 4, &sa, &ma);
+    scale_min_k4(2 * j + 1, b + 4, &sb, &mb);
+    const u8* q = b + 16 + 32 * j + 4 * p;
+    int k0 = (u >> 5) * 256 + 64 * j + 4 * p;
+    for (int i = 0; i < 4; i++) {
+        v[i] = d * sa * (float)(q[i] & 0xF) - dmin * ma;
+        k[i] = k0 + i;
+        v[4 + i] = d * sb * (float)(q[i] >> 4) - dmin * mb;
+        k[4 + i] = k0 + 32 + i;
+    }
+}
+
+// Q6_K: 210-byte super-blocks of 256: ql[128] low nibbles, qh[64] high
+// 2-bit pairs, int8 scales[16] (one per 16 weights), f16 d. Halves of 128:
+// for l < 32, weights l, l+32, l+64, l+96 of half h come from ql[64h + l],
+// ql[64h + l + 32] (low, high nibbles) and qh[32h + l] bits 0-7 in pairs.
+// 32 units per super-block: unit l takes those 4 weights of both halves.
+__device__ __forceinline__ void unit_q6_k(const u8* row, int u, float* v, int* k) {
+    const u8* b = row + (u >> 5) * 210;
+    int l = u & 31;
+    float d = ld_f16(b + 208);
+    const signed char* sc = (const signed char*)(b + 192);
+    for (int h = 0; h < 2; h++) {
+        const u8* ql = b + 64 * h;
+        u8 qh = b[128 + 32 * h + l];
+        int q1 = (int)((ql[l] & 0xF) | (((qh >> 0) & 3) << 4)) - 32;
+        int q2 = (int)((ql[l + 32] & 0xF) | (((qh >> 2) & 3) << 4)) - 32;
+        int q3 = (int)((ql[l] >> 4) | (((qh >> 4) & 3) << 4)) - 32;
+        int q4 = (int)((ql[l + 32] >> 4) | (((qh >> 6) & 3) << 4)) - 32;
+        const signed char* s = sc + 8 * h + (l >> 4);
+        int k0 = (u >> 5) * 256 + 128 * h + l;
+        v[4 * h + 0] = d * s[0] * q1;
+        v[4 * h + 1] = d * s[2] * q2;
+        v[4 * h + 2] = d * s[4] * q3;
+        v[4 * h + 3] = d * s[6] * q4;
+        k[4 * h + 0] = k0;
+        k[4 * h + 1] = k0 + 32;
+        k[4 * h + 2] = k0 + 64;
+        k[4 * h + 3] = k0 + 96;
+    }
+}
+
+__device__ __forceinline__ void unit_q(int type, const u8* row, int u, float* v, int* k) {
+    switch (type) {
+    case 0: unit_q8_0(row, u, v, k); break;
+    case 1: unit_q4_k(row, u, v, k); break;
+    default: unit_q6_k(row, u, v, k); break;
+    }
+}
+
+// gemv_q: dst[m][n] = Σ_k x[m][k]·w[n][k] for up to 8 rows of f32 x and a
+// quantized weight (type 0 Q8_0, 1 Q4_K, 2 Q6_K), one warp per weight row
+// of rowBytes bytes, each lane decoding units of 8 weights.
+__global__ void gemv_q(float* d, i64 sd, const float* x, i64 sx, const u8* w, i64 rowBytes, int M, int N, int K, int type) {
+    int n = (blockIdx.x * blockDim.x + threadIdx.x) >> 5, lane = threadIdx.x & 31;
+    if (n >= N) return;
+    const u8* wr = w + (i64)n * rowBytes;
+    float acc[8] = {0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f};
+    int units = K / 8;
+    for (int u = lane; u < units; u += 32) {
+        float v[8];
+        int k[8];
+        unit_q(type, wr, u, v, k);
+        for (int m = 0; m < 8; m++) {
+            if (m >= M) break;
+            const float* xr = x + m * sx;
+            float a = 0.f;
+            for (int i = 0; i < 8; i++) a += v[i] * xr[k[i]];
+            acc[m] += a;
+        }
+    }
+    for (int m = 0; m < 8; m++) {
+        if (m >= M) break;
+        float v = warp_sum(acc[m]);
+        if (lane == 0) d[m * sd + n] = v;
+    }
+}
+
+// dequant_q_bf16: rows of a quantized weight to bf16 [rows, K] (for cuBLAS
+// when many rows of x share the weight); one thread per unit.
+__global__ void dequant_q_bf16(u16* d, const u8* w, i64 rowBytes, int rows, int K, int type) {
+    i64 t = (i64)blockIdx.x * blockDim.x + threadIdx.x, units = K / 8;
+    if (t >= (i64)rows * units) return;
+    i64 r = t / units;
+    float v[8];
+    int k[8];
+    unit_q(type, w + r * rowBytes, (int)(t % units), v, k);
+    for (int i = 0; i < 8; i++) d[r * K + k[i]] = f32_to_bf16(v[i]);
+}
+
+// embed_q: rows ids of a quantized table to f32; one block per id.
+__global__ void embed_q(float* d, i64 sd, const u8* t, i64 rowBytes, const int* ids, int K, int type) {
+    const u8* row = t + (i64)ids[blockIdx.x] * rowBytes;
+    float* out = d + (i64)blockIdx.x * sd;
+    for (int u = threadIdx.x; u < K / 8; u += blockDim.x) {
+        float v[8];
+        int k[8];
+        unit_q(type, row, u, v, k);
+        for (int i = 0; i < 8; i++) out[k[i]] = v[i];
     }
 }
 

@@ -4,6 +4,8 @@ package cuda
 
 import (
 	"errors"
+	"os"
+	"regexp"
 	"testing"
 )
 
@@ -21,6 +23,31 @@ func TestKernelsCompile(t *testing.T) {
 		}
 		if len(image) == 0 {
 			t.Fatalf("sm_%d%d: empty image", arch[0], arch[1])
+		}
+	}
+}
+
+// TestLaunchedKernelsExist checks, without a GPU, that every kernel the
+// wrappers launch by name is defined in kernels.cu (a missing one would
+// compile and fail only at its first launch).
+func TestLaunchedKernelsExist(t *testing.T) {
+	src, err := os.ReadFile("ops.go")
+	if err != nil {
+		t.Fatal(err)
+	}
+	names := map[string]bool{}
+	for _, m := range regexp.MustCompile(`launch2?\("([a-z0-9_]+)"`).FindAllSubmatch(src, -1) {
+		names[string(m[1])] = true
+	}
+	for _, m := range regexp.MustCompile(`"((?:embed|to)_[a-z0-9]+)"`).FindAllSubmatch(src, -1) {
+		names[string(m[1])] = true // launched through a table or variable
+	}
+	if len(names) < 20 {
+		t.Fatalf("found only %d kernel names in ops.go", len(names))
+	}
+	for n := range names {
+		if !regexp.MustCompile(`__global__ void ` + n + `\(`).MatchString(kernelSource) {
+			t.Errorf("ops.go launches %s, which kernels.cu does not define", n)
 		}
 	}
 }
