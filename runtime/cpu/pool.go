@@ -17,12 +17,15 @@ var (
 	poolSize int
 	jobMu    sync.Mutex // one parallelFor at a time
 
-	// state holds the job generation (high 32 bits) and the next chunk
-	// index (low 32 bits), so that a worker claims a chunk of the job it
-	// saw and never one of the next.
+	// state holds the job generation (high 32 bits), its number of chunks
+	// (16 bits) and the next chunk index (low 16 bits), in one word: a
+	// worker claims a chunk of the job it saw, counted against that job's
+	// chunks, and never one of the next. (The count once lived in a second
+	// atomic, which the publisher of the next job updated before the
+	// state: a worker holding the old state could then claim one chunk past
+	// the end, run it with the next job's arguments and count it done.)
 	state    atomic.Uint64
 	job      poolJob
-	chunksN  atomic.Int64 // job.chunks, for workers that may hold a stale state
 	done     atomic.Int64
 	sleepers []poolSleeper
 )
@@ -112,14 +115,14 @@ func waitJob(sl *poolSleeper, seen uint32) uint32 {
 func runChunks(gen uint32) {
 	for {
 		v := state.Load()
-		if uint32(v>>32) != gen || int64(uint32(v)) >= chunksN.Load() {
+		if uint32(v>>32) != gen || uint16(v) >= uint16(v>>16) {
 			return
 		}
 		if !state.CompareAndSwap(v, v+1) {
 			continue
 		}
 		// The job cannot change before this chunk is counted done.
-		c := int(uint32(v))
+		c := int(uint16(v))
 		lo := c * job.step
 		job.t.run(lo, min(lo+job.step, job.n))
 		done.Add(1)
@@ -139,7 +142,7 @@ func parallelTask(n, grain int, t task) {
 	grain = max(grain, 1)
 	// A few chunks per core, so that a core slowed by the other's memory
 	// traffic does not hold the call up.
-	chunks := min((n+grain-1)/grain, 4*poolSize)
+	chunks := min((n+grain-1)/grain, 4*poolSize, 1<<16-1)
 	if chunks <= 1 || poolSize == 1 {
 		t.run(0, n)
 		return
@@ -151,8 +154,7 @@ func parallelTask(n, grain int, t task) {
 	gen := job.gen + 1
 	job = poolJob{t: t, n: n, step: step, chunks: chunks, gen: gen}
 	done.Store(0)
-	chunksN.Store(int64(chunks))
-	state.Store(uint64(gen) << 32)
+	state.Store(uint64(gen)<<32 | uint64(chunks)<<16)
 	for i := range sleepers {
 		if sleepers[i].asleep.CompareAndSwap(true, false) {
 			sleepers[i].wake <- struct{}{}
