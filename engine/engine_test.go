@@ -21,7 +21,7 @@ import (
 
 // testDevice is where the engine tests run: the CPU, or the GPU when
 // GOVLLM_TEST_DEVICE=cuda (then greedy paths may part where transformers'
-// top-2 gap is within bf16 error, see checkGreedy).
+// top-2 gap is within bf16 error, see checkGreedyNear).
 var testDevice = os.Getenv("GOVLLM_TEST_DEVICE")
 
 // gapBound is the top-2 gap under which greedy paths may part on testDevice.

@@ -17,7 +17,6 @@ type Cache struct {
 	conv, rec []*rt.Tensor // per DeltaNet layer: [NumSlots, K-1, C], [NumSlots, Hv, Dk, Dv]
 
 	mem rt.Memory // where the tensors above live
-	err error     // of NewCache's allocations
 
 	// A forward step's batch and tensors, reused by the next step, and the
 	// host copy of its logits when the backend's memory is a device's.
@@ -56,10 +55,11 @@ func (m *Model) NewCache(blockSize, numBlocks, numSlots int) (*Cache, error) {
 		k: make([]*rt.Tensor, len(m.Layers)), v: make([]*rt.Tensor, len(m.Layers)),
 		conv: make([]*rt.Tensor, len(m.Layers)), rec: make([]*rt.Tensor, len(m.Layers))}
 	cache.arena.SetMemory(mem)
+	var allocErr error
 	alloc := func(shape ...int) *rt.Tensor {
 		t, err := mem.Alloc(rt.F32, shape...)
-		if err != nil && cache.err == nil {
-			cache.err = fmt.Errorf("qwen35: cache of %d blocks and %d slots: %w", numBlocks, numSlots, err)
+		if err != nil && allocErr == nil {
+			allocErr = fmt.Errorf("qwen35: cache of %d blocks and %d slots: %w", numBlocks, numSlots, err)
 		}
 		return t
 	}
@@ -72,23 +72,16 @@ func (m *Model) NewCache(blockSize, numBlocks, numSlots int) (*Cache, error) {
 			cache.rec[i] = alloc(numSlots, c.LinValueHeads, c.LinKeyDim, c.LinValueDim)
 		}
 	}
-	if err := cache.err; err != nil {
+	if allocErr != nil {
 		cache.Close()
-		return nil, err
+		return nil, allocErr
 	}
 	return cache, nil
 }
 
 // Close frees the cache's memory.
 func (c *Cache) Close() {
-	c.freeKV()
-	for _, ts := range [][]*rt.Tensor{c.conv, c.rec} {
-		for _, t := range ts {
-			if t != nil {
-				c.mem.Free(t)
-			}
-		}
-	}
+	freeTensors(c.mem, c.k, c.v, c.conv, c.rec)
 	c.arena.Free()
 	if c.logits != nil {
 		c.mem.FreeStaging(c.logits)
@@ -96,11 +89,12 @@ func (c *Cache) Close() {
 	}
 }
 
-func (c *Cache) freeKV() {
-	for _, ts := range [][]*rt.Tensor{c.k, c.v} {
+// freeTensors frees the non-nil tensors of lists in mem.
+func freeTensors(mem rt.Memory, lists ...[]*rt.Tensor) {
+	for _, ts := range lists {
 		for _, t := range ts {
 			if t != nil {
-				c.mem.Free(t)
+				mem.Free(t)
 			}
 		}
 	}
@@ -238,14 +232,10 @@ func (c *Cache) grow(numBlocks int) error {
 		}
 	}
 	if err := errors.Join(errs...); err != nil {
-		for _, t := range append(k, v...) {
-			if t != nil {
-				c.mem.Free(t)
-			}
-		}
+		freeTensors(c.mem, k, v)
 		return fmt.Errorf("qwen35: growing the cache to %d blocks: %w", numBlocks, err)
 	}
-	c.freeKV()
+	freeTensors(c.mem, c.k, c.v)
 	c.k, c.v, c.NumBlocks = k, v, numBlocks
 	return nil
 }

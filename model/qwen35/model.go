@@ -116,7 +116,7 @@ func LoadFrom(cfg *Config, src model.Source, be *rt.Backend, opts Options) (*Mod
 	b.be, b.progress = be, opts.Progress
 	m := bindModel(b, cfg)
 	if err := b.err(); err != nil {
-		b.freePlaced()
+		freeTensors(be.Memory(), b.placed)
 		return nil, err
 	}
 	m.Paths, m.be, m.src, m.fused, m.weightBytes, m.params, m.placed = need, be, src, !opts.Composite, b.bytes, b.params, b.placed
@@ -159,9 +159,7 @@ func (m *Model) Backend() *rt.Backend { return m.be }
 
 // Close releases the weights: their mapping and their device copies.
 func (m *Model) Close() error {
-	for _, t := range m.placed {
-		m.be.Memory().Free(t)
-	}
+	freeTensors(m.be.Memory(), m.placed)
 	m.placed = nil
 	return m.src.Close()
 }
@@ -377,8 +375,7 @@ func (m *Model) ForwardBatch(c *Cache, seqs []Seq, fo ForwardOptions) (*rt.Tenso
 		}
 		c.logits = staged
 	}
-	out := c.logits.MustReshape(-1)
-	out, _ = out.Slice(0, 0, logits.Len())
+	out, _ := c.logits.Slice(0, 0, logits.Len())
 	out = out.MustReshape(logits.Shape()...)
 	if err := m.be.Memory().Copy(out, logits); err != nil {
 		return nil, fmt.Errorf("qwen35: logits to the host: %w", err)

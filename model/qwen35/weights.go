@@ -24,14 +24,13 @@ type binder struct {
 	params   map[rt.DType]int64           // their elements, by dtype
 	progress func(done, total int)
 	be       *rt.Backend  // where bound tensors go
-	keepHost bool         // bind the next tensor in host memory (to convert it)
 	placed   []*rt.Tensor // the device copies made
 	errs     []error
 }
 
 // place puts a bound tensor in the backend's memory.
 func (b *binder) place(name string, t *rt.Tensor) *rt.Tensor {
-	if b.be == nil || b.be.Device() == rt.CPU {
+	if t == nil || b.be == nil {
 		return t
 	}
 	d, err := b.be.Place(t)
@@ -39,15 +38,10 @@ func (b *binder) place(name string, t *rt.Tensor) *rt.Tensor {
 		b.fail(fmt.Errorf("qwen35: tensor %q to %s: %w", name, b.be.Device(), err))
 		return nil
 	}
-	b.placed = append(b.placed, d)
-	return d
-}
-
-func (b *binder) freePlaced() {
-	for _, t := range b.placed {
-		b.be.Memory().Free(t)
+	if d != t {
+		b.placed = append(b.placed, d)
 	}
-	b.placed = nil
+	return d
 }
 
 const maxBindErrors = 8
@@ -116,9 +110,10 @@ func (b *binder) matrix(name string, shape ...int) *rt.Tensor {
 		return nil
 	}
 	b.record(info.DType)
-	return b.tensor(name, shape)
+	return b.place(name, b.tensor(name, shape))
 }
 
+// tensor returns a checkpoint tensor in host memory (nil when planning).
 func (b *binder) tensor(name string, shape []int) *rt.Tensor {
 	if !b.bind {
 		return nil
@@ -132,9 +127,6 @@ func (b *binder) tensor(name string, shape []int) *rt.Tensor {
 		b.fail(fmt.Errorf("qwen35: tensor %q: %w", name, err))
 		return nil
 	}
-	if !b.keepHost {
-		t = b.place(name, t)
-	}
 	return t
 }
 
@@ -144,15 +136,16 @@ func (b *binder) stored(name string, shape ...int) (*rt.Tensor, rt.DType) {
 	if !ok {
 		return nil, rt.DTypeInvalid
 	}
-	return b.tensor(name, shape), info.DType
+	return b.place(name, b.tensor(name, shape)), info.DType
 }
 
 // f32 binds a small parameter (norm weight, gate constants, conv taps) as a
 // float32 copy.
 func (b *binder) f32(name string, shape ...int) *rt.Tensor {
-	b.keepHost = true
-	t, _ := b.stored(name, shape...)
-	b.keepHost = false
+	if _, ok := b.info(name, shape); !ok {
+		return nil
+	}
+	t := b.tensor(name, shape)
 	if t == nil {
 		return nil
 	}
