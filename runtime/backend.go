@@ -252,6 +252,22 @@ func (b *Backend) RMSNormOffset(dst, x, w *Tensor, eps float32) error {
 	return b.rmsNorm(RMSNormOffset, dst, x, w, eps)
 }
 
+// AddRMSNormOffset adds y into x in place and writes rmsnorm(x) · (1 + w)
+// into dst: the residual add and the next norm of a decoder layer.
+func (b *Backend) AddRMSNormOffset(dst, x, y, w *Tensor, eps float32) error {
+	c := &check{}
+	ts := []*Tensor{dst, x, y, w}
+	if nonNil(ts...) {
+		elementwise(c, dst, x, y)
+		c.f32("w", w)
+		c.contiguous("w", w)
+		if c.err == nil && w.Len() != x.Dim(-1) {
+			c.failf(ErrShape, "w has %d elements for rows of %d", w.Len(), x.Dim(-1))
+		}
+	}
+	return run(b, AddRMSNormOffset, F32, c, ts, func(k AddRMSNormKernel) { k(dst, x, y, w, eps) })
+}
+
 // GatedRMSNorm computes rmsnorm(x) · w · silu(z) per row.
 func (b *Backend) GatedRMSNorm(dst, x, z, w *Tensor, eps float32) error {
 	c := &check{}

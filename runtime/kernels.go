@@ -16,6 +16,10 @@ type (
 	AddKernel func(dst, a, b *Tensor)
 	// RMSNormKernel normalises each row of x and scales it by w (or 1 + w).
 	RMSNormKernel func(dst, x, w *Tensor, eps float32)
+	// AddRMSNormKernel adds y into x (the residual stream) and writes x's
+	// rows normalised and scaled by 1 + w into dst: add then
+	// rms_norm_offset in one pass.
+	AddRMSNormKernel func(dst, x, y, w *Tensor, eps float32)
 	// GatedRMSNormKernel computes rmsnorm(x) · w · silu(z) per row.
 	GatedRMSNormKernel func(dst, x, z, w *Tensor, eps float32)
 	// SiLUKernel computes dst = x · sigmoid(x).
@@ -105,6 +109,7 @@ var (
 	Add                = Def[AddKernel]{OpAdd}
 	RMSNorm            = Def[RMSNormKernel]{OpRMSNorm}
 	RMSNormOffset      = Def[RMSNormKernel]{OpRMSNormOffset}
+	AddRMSNormOffset   = Def[AddRMSNormKernel]{OpAddRMSNormOffset}
 	GatedRMSNorm       = Def[GatedRMSNormKernel]{OpGatedRMSNorm}
 	SiLU               = Def[SiLUKernel]{OpSiLU}
 	SwiGLU             = Def[SwiGLUKernel]{OpSwiGLU}

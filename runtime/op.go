@@ -33,6 +33,7 @@ const (
 	OpMoEScatterAdd                  // moe_scatter_add
 	OpConv1dSlots                    // conv1d_causal_slots
 	OpDeltaRuleSlots                 // delta_rule_slots
+	OpAddRMSNormOffset               // add_rms_norm_offset
 	opCount
 )
 

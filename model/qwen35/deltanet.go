@@ -8,11 +8,11 @@ import (
 // conv over [q | k | v], L2-normalised q and k, the gated delta rule over a
 // recurrent state per value head, then a gated RMSNorm by z and out_proj.
 type DeltaNet struct {
-	InQKV, InZ, InB, InA *rt.Tensor // [2·Kd+Vd, H], [Vd, H], [Hv, H], [Hv, H]
-	Conv                 *rt.Tensor // [2·Kd+Vd, K], f32
-	ALog, DtBias         *rt.Tensor // [Hv], f32
-	Norm                 *rt.Tensor // [Dv], f32, used as is (no offset)
-	OutProj              *rt.Tensor // [H, Vd]
+	In           *Projections // qkv [2·Kd+Vd, H], z [Vd, H], b [Hv, H], a [Hv, H]
+	Conv         *rt.Tensor   // [2·Kd+Vd, K], f32
+	ALog, DtBias *rt.Tensor   // [Hv], f32
+	Norm         *rt.Tensor   // [Dv], f32, used as is (no offset)
+	OutProj      *rt.Tensor   // [H, Vd]
 }
 
 // chunkLen is the chunk of the chunked delta rule, as in transformers.
@@ -22,10 +22,8 @@ func bindDeltaNet(b *binder, prefix string, c *Config) *DeltaNet {
 	h, kd, vd := c.HiddenSize, c.LinKeyHeads*c.LinKeyDim, c.LinValueHeads*c.LinValueDim
 	conv := 2*kd + vd
 	return &DeltaNet{
-		InQKV:   b.matrix(prefix+"in_proj_qkv.weight", conv, h),
-		InZ:     b.matrix(prefix+"in_proj_z.weight", vd, h),
-		InB:     b.matrix(prefix+"in_proj_b.weight", c.LinValueHeads, h),
-		InA:     b.matrix(prefix+"in_proj_a.weight", c.LinValueHeads, h),
+		In: b.projections([]string{prefix + "in_proj_qkv.weight", prefix + "in_proj_z.weight", prefix + "in_proj_b.weight", prefix + "in_proj_a.weight"},
+			[]int{conv, vd, c.LinValueHeads, c.LinValueHeads}, h),
 		Conv:    b.f32(prefix+"conv1d.weight", conv, c.ConvKernel),
 		ALog:    b.f32(prefix+"A_log", c.LinValueHeads),
 		DtBias:  b.f32(prefix+"dt_bias", c.LinValueHeads),
@@ -39,14 +37,11 @@ func (n *DeltaNet) forward(be *rt.Backend, c *Config, out, x *rt.Tensor, cache *
 	hk, hv, dk, dv := c.LinKeyHeads, c.LinValueHeads, c.LinKeyDim, c.LinValueDim
 	kd, vd := hk*dk, hv*dv
 	ar := b.arena
-	qkv := ar.New(rt.F32, t, 2*kd+vd)
-	z := ar.New(rt.F32, t, vd)
-	bIn, aIn := ar.New(rt.F32, t, hv), ar.New(rt.F32, t, hv)
-	for _, mm := range [...]struct{ dst, w *rt.Tensor }{{qkv, n.InQKV}, {z, n.InZ}, {bIn, n.InB}, {aIn, n.InA}} {
-		if err := be.MatMul(mm.dst, x, mm.w); err != nil {
-			return err
-		}
+	in, err := n.In.forward(be, ar, x)
+	if err != nil {
+		return err
 	}
+	qkv, z, bIn, aIn := in[0], in[1], in[2], in[3]
 	mixed := ar.New(rt.F32, t, 2*kd+vd)
 	if b.decode { // one token of each sequence: one call over their slots
 		if err := be.Conv1dSlots(mixed, qkv, n.Conv, cache.conv[layer], b.slots); err != nil {
@@ -64,16 +59,13 @@ func (n *DeltaNet) forward(be *rt.Backend, c *Config, out, x *rt.Tensor, cache *
 	if err := be.SiLU(mixed, mixed); err != nil {
 		return err
 	}
-	qView := ar.Slice(mixed, 1, 0, kd)
-	kView := ar.Slice(mixed, 1, kd, 2*kd)
+	// q and k side by side: one L2Norm over their 2·Hk heads, in place.
+	qk := ar.Reshape(ar.Slice(mixed, 1, 0, 2*kd), t, 2*hk, dk)
+	if err := be.L2Norm(qk, qk, 1e-6); err != nil {
+		return err
+	}
+	q, k := ar.Slice(qk, 1, 0, hk), ar.Slice(qk, 1, hk, 2*hk)
 	vView := ar.Slice(mixed, 1, 2*kd, 2*kd+vd)
-	q, k := ar.New(rt.F32, t, hk, dk), ar.New(rt.F32, t, hk, dk)
-	if err := be.L2Norm(q, ar.Reshape(qView, t, hk, dk), 1e-6); err != nil {
-		return err
-	}
-	if err := be.L2Norm(k, ar.Reshape(kView, t, hk, dk), 1e-6); err != nil {
-		return err
-	}
 	g, beta := ar.New(rt.F32, t, hv), ar.New(rt.F32, t, hv)
 	if err := be.GDNGating(g, beta, aIn, bIn, n.ALog, n.DtBias); err != nil {
 		return err
@@ -93,7 +85,6 @@ func (n *DeltaNet) forward(be *rt.Backend, c *Config, out, x *rt.Tensor, cache *
 		rec := ar.Index(cache.rec[layer], s.Slot)
 		r0, r1 := b.rows[si], b.rows[si]+len(s.Tokens)
 		rows := func(x *rt.Tensor) *rt.Tensor { return ar.Slice(x, 0, r0, r1) }
-		var err error
 		if r1-r0 == 1 {
 			err = be.DeltaRuleRecurrent(rows(core), rows(q), rows(k), rows(v), rows(g), rows(beta), rec, params)
 		} else {

@@ -49,6 +49,8 @@ type Options struct {
 	Composite bool
 	// Progress, if set, is called as weights are bound: done of total layers.
 	Progress func(done, total int)
+
+	concat bool // concatenate projections in host memory too (tests)
 }
 
 // Plan reads config.json and the checkpoint headers in dir and returns the
@@ -114,6 +116,8 @@ func LoadFrom(cfg *Config, src model.Source, be *rt.Backend, opts Options) (*Mod
 	}
 	b := newBinder(src, true)
 	b.be, b.progress = be, opts.Progress
+	_, host := be.Memory().(rt.HostMemory)
+	b.concat = opts.concat || !host // device weights are copies anyway
 	m := bindModel(b, cfg)
 	if err := b.err(); err != nil {
 		freeTensors(be.Memory(), b.placed)
@@ -409,18 +413,27 @@ func (m *Model) forward(c *Cache, seqs []Seq, fo ForwardOptions) (*rt.Tensor, er
 	if fo.Hidden != nil {
 		fo.Hidden(0, x)
 	}
+	// A layer leaves its ffn output in mixed, added into x by the next
+	// norm (one pass for the add and the norm), or here where the caller
+	// observes each layer's x.
 	normed, mixed := ar.New(rt.F32, n, h), ar.New(rt.F32, n, h)
+	pending := false
 	for i := range m.Layers {
 		mark := ar.Mark() // a layer's intermediates are the next one's buffers
-		if err := m.layer(i, c, b, x, normed, mixed); err != nil {
+		if err := m.layer(i, c, b, x, normed, mixed, pending); err != nil {
 			return nil, fmt.Errorf("qwen35: layer %d (%s): %w", i, m.Layers[i].Kind, err)
 		}
 		ar.Release(mark)
+		pending = true
 		if fo.Hidden != nil && i < len(m.Layers)-1 {
+			if err := m.be.Add(x, x, mixed); err != nil {
+				return nil, fmt.Errorf("qwen35: layer %d residual: %w", i, err)
+			}
+			pending = false
 			fo.Hidden(i+1, x)
 		}
 	}
-	if err := m.be.RMSNormOffset(normed, x, m.Norm, cfg.RMSNormEps); err != nil {
+	if err := m.norm(normed, x, mixed, m.Norm, pending); err != nil {
 		return nil, fmt.Errorf("qwen35: final norm: %w", err)
 	}
 	if fo.Hidden != nil {
@@ -443,10 +456,11 @@ func (m *Model) forward(c *Cache, seqs []Seq, fo ForwardOptions) (*rt.Tensor, er
 	return logits, nil
 }
 
-// layer updates x in place: x += mixer(norm(x)); x += ffn(norm(x)).
-func (m *Model) layer(i int, c *Cache, b *batch, x, normed, out *rt.Tensor) error {
+// layer updates x in place: x += out when the previous layer's output is
+// pending there, then x += mixer(norm(x)), and leaves ffn(norm(x)) in out.
+func (m *Model) layer(i int, c *Cache, b *batch, x, normed, out *rt.Tensor, pending bool) error {
 	l, cfg, be := &m.Layers[i], m.Config, m.be
-	if err := be.RMSNormOffset(normed, x, l.InputNorm, cfg.RMSNormEps); err != nil {
+	if err := m.norm(normed, x, out, l.InputNorm, pending); err != nil {
 		return err
 	}
 	var err error
@@ -460,21 +474,22 @@ func (m *Model) layer(i int, c *Cache, b *batch, x, normed, out *rt.Tensor) erro
 		return err
 	}
 	b.arena.Release(mark)
-	if err := be.Add(x, x, out); err != nil {
-		return err
-	}
-	if err := be.RMSNormOffset(normed, x, l.PostNorm, cfg.RMSNormEps); err != nil {
+	if err := m.norm(normed, x, out, l.PostNorm, true); err != nil {
 		return err
 	}
 	if l.MoE != nil {
-		err = l.MoE.forward(be, b, out, normed)
-	} else {
-		err = l.MLP.forward(be, b.arena, out, normed)
+		return l.MoE.forward(be, b, out, normed)
 	}
-	if err != nil {
-		return err
+	return l.MLP.forward(be, b.arena, out, normed)
+}
+
+// norm writes rmsnorm(x)·(1 + w) into normed, first adding the pending
+// block output out into x.
+func (m *Model) norm(normed, x, out, w *rt.Tensor, pending bool) error {
+	if pending {
+		return m.be.AddRMSNormOffset(normed, x, out, w, m.Config.RMSNormEps)
 	}
-	return be.Add(x, x, out)
+	return m.be.RMSNormOffset(normed, x, w, m.Config.RMSNormEps)
 }
 
 // State is one sequence on a private, growing cache: the simple API for

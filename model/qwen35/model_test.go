@@ -194,6 +194,27 @@ func TestFusedAndCompositeAttentionAgree(t *testing.T) {
 	}
 }
 
+// TestConcatenatedProjectionsAgree runs whole models with DeltaNet's input
+// projections and the MLPs' gate and up as one weight each (as on the GPU)
+// and apart (as loaded in host memory), in batched and chunked steps whose
+// views of the fused products are head-split slices of wider rows.
+func TestConcatenatedProjectionsAgree(t *testing.T) {
+	for _, name := range []string{"qwen35-dense", "qwen35moe"} {
+		fx := oracle.Load(t, name)
+		apart := load(t, fx.Dir, qwen35.Options{})
+		fused := load(t, fx.Dir, qwen35.Concatenated(qwen35.Options{}))
+		for i, l := range fused.Layers {
+			if l.DeltaNet != nil && l.DeltaNet.In.Fused == nil || apart.Layers[i].DeltaNet != nil && apart.Layers[i].DeltaNet.In.Fused != nil {
+				t.Fatalf("%s layer %d: projections not laid out as asked", name, i)
+			}
+		}
+		ids := fx.Cases[2].IDs
+		if d, _ := oracle.MaxDiff(run(t, apart, ids, 9), run(t, fused, ids, 9)); d > 1e-5 {
+			t.Errorf("%s: concatenated and separate projections differ by %g", name, d)
+		}
+	}
+}
+
 // BenchmarkDecode is one decode step of the h256 fixture after a 32-token
 // prompt (the state is reset every 256 steps to keep the length bounded).
 func BenchmarkDecode(b *testing.B) {

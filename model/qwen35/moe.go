@@ -27,9 +27,8 @@ func bindMoE(b *binder, prefix string, c *Config) *MoE {
 		down := b.matrix(prefix+"experts.down_proj", e, h, inter)
 		if gateUp != nil && down != nil {
 			for i := range m.Experts {
-				gu, _ := gateUp.Index(i)
-				m.Experts[i].Gate, _ = gu.Slice(0, 0, inter)
-				m.Experts[i].Up, _ = gu.Slice(0, inter, 2*inter)
+				gu, _ := gateUp.Index(i) // stored fused: one matmul in every memory
+				m.Experts[i].GateUp = &Projections{Fused: gu, Rows: []int{inter, inter}}
 				m.Experts[i].Down, _ = down.Index(i)
 			}
 		}

@@ -18,8 +18,8 @@ var pathOps = map[string][]rt.OpID{
 	"attention.composite": {rt.OpMatMul, rt.OpSplitQueryGate, rt.OpRMSNormOffset, rt.OpRoPENeoX, rt.OpKVWrite, rt.OpAttention, rt.OpSigmoidMul},
 	"mlp":                 {rt.OpMatMul, rt.OpSwiGLU},
 	"moe":                 {rt.OpMatMul, rt.OpRouterTopK, rt.OpGatherRows, rt.OpMoEScatterAdd, rt.OpSwiGLU, rt.OpSigmoidMul, rt.OpAdd},
-	"decoder":             {rt.OpRMSNormOffset, rt.OpAdd},
-	"lm_head":             {rt.OpRMSNormOffset, rt.OpGatherRows, rt.OpMatMul},
+	"decoder":             {rt.OpRMSNormOffset, rt.OpAddRMSNormOffset, rt.OpAdd},
+	"lm_head":             {rt.OpAddRMSNormOffset, rt.OpGatherRows, rt.OpMatMul},
 }
 
 // paths builds the requirement list: each path's ops at F32, with matmul

@@ -24,6 +24,7 @@ type binder struct {
 	params   map[rt.DType]int64           // their elements, by dtype
 	progress func(done, total int)
 	be       *rt.Backend  // where bound tensors go
+	concat   bool         // store projections of one input as one weight
 	placed   []*rt.Tensor // the device copies made
 	errs     []error
 }

@@ -192,6 +192,39 @@ func TestFusedPreambleMatchesComposite(t *testing.T) {
 	}
 }
 
+// TestAddRMSNormMatchesChain: add_rms_norm_offset gives what add then
+// rms_norm_offset give, on a dense residual stream and on a strided view.
+func TestAddRMSNormMatchesChain(t *testing.T) {
+	be := backend(t)
+	rng := rand.New(rand.NewPCG(7, 8))
+	const rows, cols, width, off = 5, 64, 80, 8
+	wide := random(rng, 1, rows, width)
+	dense := rt.New(rt.F32, rows, cols)
+	for r := range rows {
+		copy(dense.F32()[r*cols:(r+1)*cols], wide.F32()[r*width+off:])
+	}
+	y, w := random(rng, 1, rows, cols), random(rng, 0.1, cols)
+	xC, nC := clone(dense), rt.New(rt.F32, rows, cols)
+	must(t, be.Add(xC, xC, y))
+	must(t, be.RMSNormOffset(nC, xC, w, 1e-6))
+
+	xF, nF := clone(dense), rt.New(rt.F32, rows, cols)
+	must(t, be.AddRMSNormOffset(nF, xF, y, w, 1e-6))
+	if d := max(maxDiff(xF.F32(), xC.F32()), maxDiff(nF.F32(), nC.F32())); d != 0 {
+		t.Errorf("fused and chained differ by %g", d)
+	}
+	view, _ := wide.Slice(1, off, off+cols)
+	must(t, be.AddRMSNormOffset(nF, view, y, w, 1e-6)) // updated in place
+	for r := range rows {
+		if d := maxDiff(wide.F32()[r*width+off:r*width+off+cols], xC.F32()[r*cols:(r+1)*cols]); d != 0 {
+			t.Fatalf("strided residual row %d differs by %g", r, d)
+		}
+	}
+	if d := maxDiff(nF.F32(), nC.F32()); d != 0 {
+		t.Errorf("strided: fused and chained differ by %g", d)
+	}
+}
+
 func TestRoPEWidthZeroIsIdentity(t *testing.T) {
 	be := backend(t)
 	x := random(rand.New(rand.NewPCG(5, 6)), 1, 3, 2, 16)

@@ -111,6 +111,14 @@ func rmsNormOffset(dst, x, w *rt.Tensor, eps float32) {
 	})
 }
 
+func addRMSNormOffset(dst, x, y, w *rt.Tensor, eps float32) {
+	eachRow(dst, rowArgs{dst: dst, a: x, b: y, w: w.F32()[:w.Len()], eps: eps}, func(o *rowArgs, r int) {
+		s := row(o.a, r)
+		addVec(s, s, row(o.b, r))
+		rmsNormRow(row(o.dst, r), s, o.w, o.eps, true)
+	})
+}
+
 func gatedRMSNorm(dst, x, z, w *rt.Tensor, eps float32) {
 	eachRow(dst, rowArgs{dst: dst, a: x, b: z, w: w.F32()[:w.Len()], eps: eps}, func(o *rowArgs, r int) {
 		d, s, g := row(o.dst, r), row(o.a, r), row(o.b, r)

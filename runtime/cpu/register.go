@@ -19,6 +19,7 @@ func Register(reg *rt.Registry) error {
 		rt.Register(reg, rt.Add, rt.CPU, f32, Provider, add),
 		rt.Register(reg, rt.RMSNorm, rt.CPU, f32, Provider, rmsNorm),
 		rt.Register(reg, rt.RMSNormOffset, rt.CPU, f32, Provider, rmsNormOffset),
+		rt.Register(reg, rt.AddRMSNormOffset, rt.CPU, f32, Provider, addRMSNormOffset),
 		rt.Register(reg, rt.GatedRMSNorm, rt.CPU, f32, Provider, gatedRMSNorm),
 		rt.Register(reg, rt.SiLU, rt.CPU, f32, Provider, silu),
 		rt.Register(reg, rt.SwiGLU, rt.CPU, f32, Provider, swiGLU),

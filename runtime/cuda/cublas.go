@@ -54,7 +54,7 @@ func (c *Context) gemm(dst uintptr, ldd int, x uintptr, xtype int32, ldx int, w 
 		return nil
 	}
 	if profiling {
-		defer profileSince("cublasGemmEx", profileStart())
+		defer profileSince("cublasGemmEx", 0, c.profileStart(0))
 	}
 	return c.blas.gemmOn(0, a)
 }

@@ -112,12 +112,14 @@ func TestElementwiseAgreesWithCPU(t *testing.T) {
 	g1 := p.random(2, rows, 1)
 	sum, s, sw, sm, sm1 := rt.New(rt.F32, rows, cols), rt.New(rt.F32, rows, cols), rt.New(rt.F32, rows, cols), rt.New(rt.F32, rows, cols), rt.New(rt.F32, rows, cols)
 	n, no, gn, l2 := rt.New(rt.F32, rows, cols), rt.New(rt.F32, rows, cols), rt.New(rt.F32, rows, cols), rt.New(rt.F32, rows, cols)
+	res, an := p.random(1, rows, cols), rt.New(rt.F32, rows, cols)
 	p.both(func(be *rt.Backend, d func(*rt.Tensor) *rt.Tensor) error {
 		for _, err := range []error{
 			be.Add(d(sum), d(a), d(b)), be.SiLU(d(s), d(a)), be.SwiGLU(d(sw), d(a), d(b)),
 			be.SigmoidMul(d(sm), d(a), d(b)), be.SigmoidMul(d(sm1), d(a), d(g1)),
 			be.RMSNorm(d(n), d(a), d(w), 1e-6), be.RMSNormOffset(d(no), d(a), d(w), 1e-6),
 			be.GatedRMSNorm(d(gn), d(a), d(z), d(w), 1e-6), be.L2Norm(d(l2), d(b), 1e-6),
+			be.AddRMSNormOffset(d(an), d(res), d(b), d(w), 1e-6),
 		} {
 			if err != nil {
 				return err
@@ -125,7 +127,7 @@ func TestElementwiseAgreesWithCPU(t *testing.T) {
 		}
 		return nil
 	})
-	p.same(1e-5, sum, s, sw, sm, sm1, n, no, gn, l2)
+	p.same(1e-5, sum, s, sw, sm, sm1, n, no, gn, l2, res, an)
 }
 
 func TestAttentionOpsAgreeWithCPU(t *testing.T) {
@@ -224,6 +226,41 @@ func TestDeltaNetOpsAgreeWithCPU(t *testing.T) {
 		})
 		p.same(1e-4, conv, state, g, beta, rec, s0, chunked, s1)
 	}
+}
+
+// TestHeadSplitViewsAgreeWithCPU feeds the DeltaNet ops the views the
+// model makes of one projection output: q, k, v and z as head-split column
+// ranges of wider rows, read and (L2Norm) written in place.
+func TestHeadSplitViewsAgreeWithCPU(t *testing.T) {
+	p := newPair(t)
+	const T, hk, hv, dk, dv = 5, 2, 4, 64, 32
+	kd, vd := hk*dk, hv*dv
+	width := 2*kd + 2*vd + 3 // q | k | v | z | padding
+	mixed, w := p.random(1, T, width), p.random(0.3, dv)
+	g, beta := p.random(0.1, T, hv), p.random(0.5, T, hv)
+	state, out, normed := p.random(0.1, hv, dk, dv), rt.New(rt.F32, T, hv, dv), rt.New(rt.F32, T, hv, dv)
+	view := func(x *rt.Tensor, c0, c1, heads int) *rt.Tensor {
+		s, err := x.Slice(1, c0, c1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return s.MustReshape(T, heads, (c1-c0)/heads)
+	}
+	p.both(func(be *rt.Backend, d func(*rt.Tensor) *rt.Tensor) error {
+		m := d(mixed)
+		qk := view(m, 0, 2*kd, 2*hk)
+		if err := be.L2Norm(qk, qk, 1e-6); err != nil {
+			return err
+		}
+		q, _ := qk.Slice(1, 0, hk)
+		k, _ := qk.Slice(1, hk, 2*hk)
+		v, z := view(m, 2*kd, 2*kd+vd, hv), view(m, 2*kd+vd, 2*kd+2*vd, hv)
+		if err := be.DeltaRuleRecurrent(d(out), q, k, v, d(g), d(beta), d(state), rt.DeltaRuleParams{}); err != nil {
+			return err
+		}
+		return be.GatedRMSNorm(d(normed), d(out), z, d(w), 1e-6)
+	})
+	p.same(1e-4, mixed, out, state, normed)
 }
 
 // TestSlotOpsAgreeWithCPU runs the decode-step forms, one token of each of

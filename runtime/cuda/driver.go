@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"runtime"
 	"sync"
+	"time"
 	"unsafe"
 
 	rt "github.com/govllm/govllm/runtime"
@@ -71,22 +72,24 @@ type Context struct {
 	TotalMem uintptr
 	Driver   int
 
-	mod  uintptr
-	fns  map[string]uintptr
-	blas *blas
+	mod       uintptr
+	fns       map[string]uintptr
+	bigShared map[uintptr]bool // kernels allowed more than 48 KiB of shared memory
+	blas      *blas
 
 	mu      sync.Mutex
 	err     error
 	scratch []devBuf // device scratch by slot (conversions, outputs read back)
 
 	// Step recording and its captured graphs (graph.go).
-	rec        *recorder
-	recBuf     []byte
-	lastEnc    []byte
-	graphs     []graph
-	stream     uintptr // the capture stream
-	noGraphs   bool
-	graphStats GraphStats
+	rec          *recorder
+	recBuf       []byte
+	lastEnc      []byte
+	graphs       []graph
+	stream       uintptr // the capture stream
+	noGraphs     bool
+	lastGraphEnd time.Time // GOVLLM_CUDA_PROFILE=graphs
+	graphStats   GraphStats
 
 	stageMu            sync.Mutex
 	stageHost          unsafe.Pointer // page-locked ring of host arrays
@@ -143,6 +146,9 @@ func open() (*Context, error) {
 	if err != nil {
 		return nil, fmt.Errorf("cuda: %w", err)
 	}
+	if (profiling || profilingGraph) && bindEvents(lib) != nil {
+		profiling, profilingGraph = false, false
+	}
 	if code := cuInit(0); code == cudaErrorNoDevice {
 		return nil, fmt.Errorf("cuda: %w: cuInit finds no device", ErrUnavailable)
 	} else if err := check("cuInit", code); err != nil {
@@ -159,7 +165,7 @@ func open() (*Context, error) {
 	if err := check("cuDeviceGet", cuDeviceGet(&dev, 0)); err != nil {
 		return nil, err
 	}
-	c := &Context{fns: map[string]uintptr{}}
+	c := &Context{fns: map[string]uintptr{}, bigShared: map[uintptr]bool{}}
 	var name [256]byte
 	cuDeviceGetName(&name[0], int32(len(name)), dev)
 	for i, b := range name {
@@ -392,6 +398,18 @@ func (c *Context) hostInts(v []int32) (uintptr, error) {
 	return dev, check("cuMemcpyHtoDAsync", cuMemcpyHtoDAsync(dev, host, uintptr(4*len(v)), 0))
 }
 
+// function returns kernel name of the module.
+func (c *Context) function(name string) (uintptr, error) {
+	fn, ok := c.fns[name]
+	if !ok {
+		if err := check("cuModuleGetFunction "+name, cuModuleGetFunction(&fn, c.mod, name)); err != nil {
+			return 0, err
+		}
+		c.fns[name] = fn
+	}
+	return fn, nil
+}
+
 // launch runs kernel name on a 1-D grid with the given arguments (each a
 // pointer to its value).
 func (c *Context) launch(name string, grid, block, shared int, args ...karg) error {
@@ -400,15 +418,13 @@ func (c *Context) launch(name string, grid, block, shared int, args ...karg) err
 
 // launch2 runs kernel name on a gridX × gridY grid.
 func (c *Context) launch2(name string, grid, gridY, block, shared int, args ...karg) error {
-	fn, ok := c.fns[name]
-	if !ok {
-		if err := check("cuModuleGetFunction "+name, cuModuleGetFunction(&fn, c.mod, name)); err != nil {
-			return err
-		}
-		if shared > 48<<10 {
-			cuFuncSetAttribute(fn, funcAttrMaxDynShared, int32(shared))
-		}
-		c.fns[name] = fn
+	fn, err := c.function(name)
+	if err != nil {
+		return err
+	}
+	if shared > 48<<10 && !c.bigShared[fn] {
+		cuFuncSetAttribute(fn, funcAttrMaxDynShared, int32(shared))
+		c.bigShared[fn] = true
 	}
 	if grid == 0 || gridY == 0 {
 		return nil
@@ -418,7 +434,7 @@ func (c *Context) launch2(name string, grid, gridY, block, shared int, args ...k
 		return nil
 	}
 	if profiling {
-		defer profileSince(name, profileStart())
+		defer profileSince(name, 0, c.profileStart(0))
 	}
 	var ptrs [48]unsafe.Pointer
 	if len(args) > len(ptrs) {

@@ -7,6 +7,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"log/slog"
+	"time"
 	"unsafe"
 )
 
@@ -68,15 +69,19 @@ func (m memory) Step(f func() error) error {
 	c.stageMu.Lock()
 	c.stageOff = 0
 	c.stageMu.Unlock()
-	rec := &recorder{enc: c.recBuf[:0]}
-	c.rec = rec
-	err := f()
-	c.rec = nil
-	c.recBuf = rec.enc[:0]
-	if err != nil || rec.flushed {
-		return err
-	}
-	return c.do(func() error { return c.issue(rec.enc) })
+	// The whole step runs on this locked thread with the context current,
+	// so that ops recorded meanwhile need no driver call of their own.
+	return c.do(func() error {
+		rec := &recorder{enc: c.recBuf[:0]}
+		c.rec = rec
+		err := f()
+		c.rec = nil
+		c.recBuf = rec.enc[:0]
+		if err != nil || rec.flushed {
+			return err
+		}
+		return c.issue(rec.enc)
+	})
 }
 
 // issue runs a step's encoding as a graph, capturing one if it repeats.
@@ -122,6 +127,13 @@ func Graphs() GraphStats {
 
 func (c *Context) launchGraph(exec uintptr) error {
 	c.graphStats.Launches++
+	if profilingGraph {
+		if !c.lastGraphEnd.IsZero() {
+			profileWall("host between graphs", time.Since(c.lastGraphEnd))
+		}
+		defer func() { c.lastGraphEnd = time.Now() }()
+		defer profileSince("graph", c.stream, c.profileStart(c.stream))
+	}
 	if err := check("cuGraphLaunch", cuGraphLaunch(exec, c.stream)); err != nil {
 		return err
 	}

@@ -55,17 +55,19 @@ __device__ __forceinline__ float sigmoidf_(float x) { return 1.f / (1.f + expf(-
 
 extern "C" {
 
-// One block per row for the row kernels below.
+// The elementwise kernels: blockIdx.x is the row, blockIdx.y a piece of
+// its columns (a single row still spreads over several SMs).
+#define EACH_COL(i) for (int i = blockIdx.y * blockDim.x + threadIdx.x; i < cols; i += gridDim.y * blockDim.x)
 
 __global__ void add_f32(float* d, i64 sd, const float* a, i64 sa, const float* b, i64 sb, int cols) {
     i64 r = blockIdx.x;
-    for (int i = threadIdx.x; i < cols; i += blockDim.x) d[r * sd + i] = a[r * sa + i] + b[r * sb + i];
+    EACH_COL(i) d[r * sd + i] = a[r * sa + i] + b[r * sb + i];
 }
 
 // swiglu_f32: d = silu(g) * u, or silu(g) where u is null.
 __global__ void swiglu_f32(float* d, i64 sd, const float* g, i64 sg, const float* u, i64 su, int cols) {
     i64 r = blockIdx.x;
-    for (int i = threadIdx.x; i < cols; i += blockDim.x) {
+    EACH_COL(i) {
         float x = g[r * sg + i];
         float s = x * sigmoidf_(x);
         d[r * sd + i] = u ? s * u[r * su + i] : s;
@@ -75,43 +77,58 @@ __global__ void swiglu_f32(float* d, i64 sd, const float* g, i64 sg, const float
 // sigmoid_mul_f32: d = x * sigmoid(gate); a gate row of one element broadcasts.
 __global__ void sigmoid_mul_f32(float* d, i64 sd, const float* x, i64 sx, const float* g, i64 sg, int cols, int gcols) {
     i64 r = blockIdx.x;
-    for (int i = threadIdx.x; i < cols; i += blockDim.x)
-        d[r * sd + i] = x[r * sx + i] * sigmoidf_(g[r * sg + (gcols == 1 ? 0 : i)]);
+    EACH_COL(i) d[r * sd + i] = x[r * sx + i] * sigmoidf_(g[r * sg + (gcols == 1 ? 0 : i)]);
 }
 
+// The row kernels below: one block per row.
+
+// Row r of a [A, B, cols] view with strides (s0, s1, 1) is at
+// (r / B)·s0 + (r % B)·s1; B is the group argument of the kernels that take
+// such views (1 for plain rows of stride s0).
+__device__ __forceinline__ i64 row_at(i64 r, int group, i64 s0, i64 s1) { return (r / group) * s0 + (r % group) * s1; }
+
 // rms_norm_f32: d = x / rms(x) * (w or 1 + w); gated: times silu(z).
-__global__ void rms_norm_f32(float* d, i64 sd, const float* x, i64 sx, const float* w, const float* z, i64 sz,
-                             int cols, float eps, int offset) {
+__global__ void rms_norm_f32(float* d, i64 sd, i64 sd1, const float* x, i64 sx, i64 sx1, const float* w, const float* z,
+                             i64 sz, i64 sz1, int group, int cols, float eps, int offset) {
     i64 r = blockIdx.x;
-    const float* xr = x + r * sx;
+    const float* xr = x + row_at(r, group, sx, sx1);
+    float* dr = d + row_at(r, group, sd, sd1);
     float ss = 0.f;
     for (int i = threadIdx.x; i < cols; i += blockDim.x) ss += xr[i] * xr[i];
     float inv = rsqrtf(block_sum(ss) / cols + eps);
     for (int i = threadIdx.x; i < cols; i += blockDim.x) {
         float y = xr[i] * inv * (offset ? 1.f + w[i] : w[i]);
         if (z) {
-            float g = z[r * sz + i];
+            float g = z[row_at(r, group, sz, sz1) + i];
             y *= g * sigmoidf_(g);
         }
-        d[r * sd + i] = y;
+        dr[i] = y;
     }
 }
 
-__global__ void l2_norm_f32(float* d, i64 sd, const float* x, i64 sx, int cols, float eps) {
+// add_rms_norm_f32: x += y, then d = x / rms(x) * (1 + w).
+__global__ void add_rms_norm_f32(float* d, i64 sd, float* x, i64 sx, const float* y, i64 sy, const float* w, int cols, float eps) {
     i64 r = blockIdx.x;
-    const float* xr = x + r * sx;
+    float* xr = x + r * sx;
+    const float* yr = y + r * sy;
+    float ss = 0.f;
+    for (int i = threadIdx.x; i < cols; i += blockDim.x) {
+        float v = xr[i] + yr[i];
+        xr[i] = v;
+        ss += v * v;
+    }
+    float inv = rsqrtf(block_sum(ss) / cols + eps);
+    for (int i = threadIdx.x; i < cols; i += blockDim.x) d[r * sd + i] = xr[i] * inv * (1.f + w[i]);
+}
+
+__global__ void l2_norm_f32(float* d, i64 sd, i64 sd1, const float* x, i64 sx, i64 sx1, int group, int cols, float eps) {
+    i64 r = blockIdx.x;
+    const float* xr = x + row_at(r, group, sx, sx1);
+    float* dr = d + row_at(r, group, sd, sd1);
     float ss = 0.f;
     for (int i = threadIdx.x; i < cols; i += blockDim.x) ss += xr[i] * xr[i];
     float inv = rsqrtf(block_sum(ss) + eps);
-    for (int i = threadIdx.x; i < cols; i += blockDim.x) d[r * sd + i] = xr[i] * inv;
-}
-
-// gather_3d_f32: a [d0, d1, d2] view with strides [s0, s1, 1] into dense
-// rows; one block per (i0, i1).
-__global__ void gather_3d_f32(float* d, const float* x, i64 s0, i64 s1, int d1, int d2) {
-    i64 r = blockIdx.x;
-    const float* xr = x + (r / d1) * s0 + (r % d1) * s1;
-    for (int i = threadIdx.x; i < d2; i += blockDim.x) d[r * d2 + i] = xr[i];
+    for (int i = threadIdx.x; i < cols; i += blockDim.x) dr[i] = xr[i] * inv;
 }
 
 // split_query_gate_f32: row r of qg is [q | gate], each of cols.
@@ -230,15 +247,22 @@ __global__ void sum_halves(float* d, i64 sd, const float* y, int M, int n) {
 }
 
 // gemv_16: dst[m][n] = Σ_k x[m][k]·w[n][k] for up to 8 rows of f32 x and a
-// bf16 (f16 = 0) or f16 (f16 = 1) weight, one warp per weight row, weights
-// read once in 16-byte loads and widened exactly (no rounding of x).
+// bf16 (f16 = 0) or f16 (f16 = 1) weight, read once in 16-byte loads and
+// widened exactly (no rounding of x). Blocks of 8 warps; split warps share
+// a weight row, each taking a 1/split of K (split 1, 2, 4 or 8): a matrix
+// of few rows still has enough loads in flight to stream at full rate.
 // Needs K % 8 == 0 and 16-byte aligned rows of w and x.
-__global__ void gemv_16(float* d, i64 sd, const float* x, i64 sx, const u16* w, int M, int N, int K, int f16) {
-    int n = (blockIdx.x * blockDim.x + threadIdx.x) >> 5, lane = threadIdx.x & 31;
-    if (n >= N) return;
-    const uint4* wr = (const uint4*)(w + (i64)n * K);
+__global__ void gemv_16(float* d, i64 sd, const float* x, i64 sx, const u16* w, int M, int N, int K, int f16, int split) {
+    __shared__ float part[8][8];
+    int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+    int n = blockIdx.x * (8 / split) + warp / split, piece = warp % split;
+    int units = K / 8, per = (units + split - 1) / split;
+    int u0 = piece * per, u1 = min(units, u0 + per);
+    const uint4* wr = (const uint4*)(w + (i64)min(n, N - 1) * K);
     float acc[8] = {0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f};
-    for (int i = lane; i < K / 8; i += 32) {
+    if (n >= N) u1 = u0; // no work, but the block's barrier below
+#pragma unroll 4
+    for (int i = u0 + lane; i < u1; i += 32) {
         uint4 q = wr[i];
         unsigned u[4] = {q.x, q.y, q.z, q.w};
         float wf[8];
@@ -261,7 +285,18 @@ __global__ void gemv_16(float* d, i64 sd, const float* x, i64 sx, const u16* w, 
     for (int m = 0; m < 8; m++) {
         if (m >= M) break;
         float v = warp_sum(acc[m]);
-        if (lane == 0) d[m * sd + n] = v;
+        if (split == 1) {
+            if (lane == 0 && n < N) d[m * sd + n] = v;
+        } else if (lane == 0) {
+            part[warp][m] = v;
+        }
+    }
+    if (split == 1) return;
+    __syncthreads();
+    if (piece == 0 && n < N && lane < M) {
+        float s = 0.f;
+        for (int j = 0; j < split; j++) s += part[warp + j][lane];
+        d[lane * sd + n] = s;
     }
 }
 
@@ -446,11 +481,12 @@ __global__ void conv1d_causal_f32(float* d, i64 sd, const float* x, i64 sx, cons
 // with state S [dk][dv]. A block of 128 threads takes one value head's 32
 // columns of S (blockIdx.x is head × column group); each column is held
 // in the registers of 4 adjacent lanes, dk/4 rows each, for the whole
-// sequence, so a token reads only its q, k and v. q, k rows are (token,
-// key head) with stride sq, sk; v, out rows (token, value head); g, beta
-// rows per token. With slots, blockIdx.y is a sequence of one token (row
+// sequence, so a token reads only its q, k and v. q, k are [T, hk, dk]
+// with token and head strides (sq, sq1), (sk, sk1); v, out [T, hv, dv]
+// likewise; g, beta rows per token. With slots, blockIdx.y is a sequence of one token (row
 // y) whose state is state + slots[y]·hv·dk·dv. Needs dk % 4 == 0, dk ≤ 128.
-__global__ void delta_rule_f32(float* out, i64 so, const float* q, i64 sq, const float* k, i64 sk, const float* v, i64 sv,
+__global__ void delta_rule_f32(float* out, i64 so, i64 so1, const float* q, i64 sq, i64 sq1, const float* k, i64 sk, i64 sk1,
+                               const float* v, i64 sv, i64 sv1,
                                const float* g, i64 sg, const float* beta, i64 sb, float* state, const int* slots, int T, int hk, int hv,
                                int dk, int dv, int tiled) {
     extern __shared__ float sh[]; // q'[dk], k[dk]
@@ -475,8 +511,8 @@ __global__ void delta_rule_f32(float* out, i64 so, const float* q, i64 sq, const
     for (int t = 0; t < T; t++) {
         i64 r = row0 + t;
         __syncthreads();
-        const float* qr = q + (r * hk + kh) * sq;
-        const float* kr = k + (r * hk + kh) * sk;
+        const float* qr = q + r * sq + kh * sq1;
+        const float* kr = k + r * sk + kh * sk1;
         for (int i = threadIdx.x; i < dk; i += blockDim.x) {
             qs[i] = qr[i] * scale;
             ks[i] = kr[i];
@@ -497,11 +533,11 @@ __global__ void delta_rule_f32(float* out, i64 so, const float* q, i64 sq, const
         skj += __shfl_xor_sync(0xffffffffu, skj, 2);
         sqj += __shfl_xor_sync(0xffffffffu, sqj, 1);
         sqj += __shfl_xor_sync(0xffffffffu, sqj, 2);
-        float delta = live ? b * (v[(r * hv + h) * sv + j] - e * skj) : 0.f;
+        float delta = live ? b * (v[r * sv + h * sv1 + j] - e * skj) : 0.f;
 #pragma unroll
         for (int i = 0; i < 32; i++)
             if (i < R) Sr[i] = e * Sr[i] + ks[i0 + i] * delta;
-        if (live && part == 0) out[(r * hv + h) * so + j] = e * sqj + kq * delta;
+        if (live && part == 0) out[r * so + h * so1 + j] = e * sqj + kq * delta;
     }
 #pragma unroll
     for (int i = 0; i < 32; i++)
@@ -613,6 +649,15 @@ __global__ void router_topk_f32(int* ids, float* weights, const float* lg, i64 s
         p[best] = -1.f;
     }
     for (int j = 0; j < k; j++) ow[j] /= tot;
+}
+
+// spin holds the GPU for ns nanoseconds (GOVLLM_CUDA_PROFILE, profile.go).
+__global__ void spin(i64 ns) {
+    unsigned long long t0, t;
+    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t0));
+    do {
+        asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+    } while ((i64)(t - t0) < ns);
 }
 
 } // extern "C"

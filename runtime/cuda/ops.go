@@ -36,25 +36,45 @@ func asMat(name string, t *rt.Tensor) (mat, error) {
 	return mat{ptr: t.DevicePtr(), stride: stride, rows: int32(v.Dim(0)), cols: int32(cols)}, nil
 }
 
-// inMat is asMat for an input, which may also be a view whose leading
-// dimensions do not merge (a head-split slice of a wider row, [T, H, D]
-// with strides [S, D, 1]): such a view is first gathered into scratch
-// slot (a scratch slot of its own) by one copy kernel.
-func inMat(c *Context, slot int, name string, t *rt.Tensor) (mat, error) {
-	m, err := asMat(name, t)
-	if err == nil || t.Rank() != 3 || t.DType() != rt.F32 || t.Strides()[2] != 1 || !t.OnDevice() {
-		return m, err
+// rows3 is a tensor as the rows of [A, group, cols] with strides (s0, s1,
+// 1): a view that asMat takes (s0 = group·stride, s1 = stride), or a
+// head-split slice of wider rows ([T, H, D] with strides [S, D, 1]),
+// which the kernels taking rows3 read in place.
+type rows3 struct {
+	ptr    uintptr
+	s0, s1 int64
+}
+
+func asRows3(name string, t *rt.Tensor, group int) (rows3, error) {
+	if m, err := asMat(name, t); err == nil {
+		return rows3{m.ptr, int64(group) * m.stride, m.stride}, nil
+	} else if t.Rank() != 3 || t.Dim(1) != group || t.Strides()[2] != 1 {
+		return rows3{}, err
 	}
-	d0, d1, d2 := int32(t.Dim(0)), int32(t.Dim(1)), int32(t.Dim(2))
-	dst, err := c.scratchBytes(slot, uintptr(4*int(d0)*int(d1)*int(d2)))
-	if err != nil {
-		return mat{}, err
+	return rows3{t.DevicePtr(), int64(t.Strides()[0]), int64(t.Strides()[1])}, nil
+}
+
+// group is the middle dimension of a rank-3 tensor, else 1.
+func group(t *rt.Tensor) int {
+	if t.Rank() == 3 {
+		return t.Dim(1)
 	}
-	src, s0, s1 := t.DevicePtr(), int64(t.Strides()[0]), int64(t.Strides()[1])
-	if err := c.launch("gather_3d_f32", int(d0*d1), threads(d2), 0, p(&dst), p(&src), p(&s0), p(&s1), p(&d1), p(&d2)); err != nil {
-		return mat{}, err
+	return 1
+}
+
+func rowsAll(names []string, g int, ts ...*rt.Tensor) ([]rows3, error) {
+	out := make([]rows3, len(ts))
+	for i, t := range ts {
+		if t == nil {
+			continue
+		}
+		r, err := asRows3(names[i], t, g)
+		if err != nil {
+			return nil, err
+		}
+		out[i] = r
 	}
-	return mat{ptr: dst, stride: int64(d2), rows: d0 * d1, cols: d2}, nil
+	return out, nil
 }
 
 func mats(names []string, ts ...*rt.Tensor) ([]mat, error) {
@@ -78,9 +98,20 @@ func kernel(op rt.OpID, f func(c *Context) error) {
 		// that built one by hand: there is no context to record into.
 		panic(fmt.Sprintf("cuda: %s called without a CUDA context: %v", op, err))
 	}
-	if err := c.do(func() error { return f(c) }); err != nil {
+	if c.rec != nil {
+		err = f(c) // Step holds the thread, with the context current
+	} else {
+		err = c.do(func() error { return f(c) })
+	}
+	if err != nil {
 		c.fail(fmt.Errorf("%s on cuda: %w", op, err))
 	}
+}
+
+// launchEach runs an elementwise kernel over the rows of dst: 256 threads
+// a block, as many blocks a row as its columns fill.
+func (c *Context) launchEach(name string, dst mat, args ...karg) error {
+	return c.launch2(name, int(dst.rows), int(min((dst.cols+255)/256, 64)), 256, 0, args...)
 }
 
 // threads picks a block size for rows of n elements.
@@ -102,7 +133,7 @@ func add(dst, a, b *rt.Tensor) {
 		if err != nil {
 			return err
 		}
-		return c.launch("add_f32", int(m[0].rows), threads(m[0].cols), 0,
+		return c.launchEach("add_f32", m[0],
 			p(&m[0].ptr), p(&m[0].stride), p(&m[1].ptr), p(&m[1].stride), p(&m[2].ptr), p(&m[2].stride), p(&m[0].cols))
 	})
 }
@@ -119,7 +150,7 @@ func swiglu(op rt.OpID, dst, gate, up *rt.Tensor) {
 				return err
 			}
 		}
-		return c.launch("swiglu_f32", int(m[0].rows), threads(m[0].cols), 0,
+		return c.launchEach("swiglu_f32", m[0],
 			p(&m[0].ptr), p(&m[0].stride), p(&m[1].ptr), p(&m[1].stride), p(&u.ptr), p(&u.stride), p(&m[0].cols))
 	})
 }
@@ -133,26 +164,22 @@ func sigmoidMul(dst, x, gate *rt.Tensor) {
 		if err != nil {
 			return err
 		}
-		return c.launch("sigmoid_mul_f32", int(m[0].rows), threads(m[0].cols), 0,
+		return c.launchEach("sigmoid_mul_f32", m[0],
 			p(&m[0].ptr), p(&m[0].stride), p(&m[1].ptr), p(&m[1].stride), p(&m[2].ptr), p(&m[2].stride), p(&m[0].cols), p(&m[2].cols))
 	})
 }
 
 func rmsNormWith(op rt.OpID, dst, x, z, w *rt.Tensor, eps float32, offset int32) {
 	kernel(op, func(c *Context) error {
-		m, err := mats([]string{"dst", "x", "w"}, dst, x, w)
+		g := group(dst)
+		r, err := rowsAll([]string{"dst", "x", "z"}, g, dst, x, z)
 		if err != nil {
 			return err
 		}
-		zm := mat{}
-		if z != nil {
-			if zm, err = asMat("z", z); err != nil {
-				return err
-			}
-		}
-		return c.launch("rms_norm_f32", int(m[0].rows), threads(m[0].cols), 0,
-			p(&m[0].ptr), p(&m[0].stride), p(&m[1].ptr), p(&m[1].stride), p(&m[2].ptr), p(&zm.ptr), p(&zm.stride),
-			p(&m[0].cols), p(&eps), p(&offset))
+		wp, g32, rows, cols := w.DevicePtr(), int32(g), dst.Rows(), int32(dst.Dim(-1))
+		return c.launch("rms_norm_f32", rows, threads(cols), 0,
+			p(&r[0].ptr), p(&r[0].s0), p(&r[0].s1), p(&r[1].ptr), p(&r[1].s0), p(&r[1].s1), p(&wp), p(&r[2].ptr), p(&r[2].s0), p(&r[2].s1),
+			p(&g32), p(&cols), p(&eps), p(&offset))
 	})
 }
 
@@ -164,19 +191,28 @@ func gatedRMSNorm(dst, x, z, w *rt.Tensor, eps float32) {
 	rmsNormWith(rt.OpGatedRMSNorm, dst, x, z, w, eps, 0)
 }
 
+func addRMSNormOffset(dst, x, y, w *rt.Tensor, eps float32) {
+	kernel(rt.OpAddRMSNormOffset, func(c *Context) error {
+		m, err := mats([]string{"dst", "x", "y", "w"}, dst, x, y, w)
+		if err != nil {
+			return err
+		}
+		return c.launch("add_rms_norm_f32", int(m[0].rows), threads(m[0].cols), 0,
+			p(&m[0].ptr), p(&m[0].stride), p(&m[1].ptr), p(&m[1].stride), p(&m[2].ptr), p(&m[2].stride), p(&m[3].ptr),
+			p(&m[0].cols), p(&eps))
+	})
+}
+
 func l2Norm(dst, x *rt.Tensor, eps float32) {
 	kernel(rt.OpL2Norm, func(c *Context) error {
-		m, err := mats([]string{"dst"}, dst)
+		g := group(dst)
+		r, err := rowsAll([]string{"dst", "x"}, g, dst, x)
 		if err != nil {
 			return err
 		}
-		xm, err := inMat(c, 4, "x", x)
-		if err != nil {
-			return err
-		}
-		m = append(m, xm)
-		return c.launch("l2_norm_f32", int(m[0].rows), threads(m[0].cols), 0,
-			p(&m[0].ptr), p(&m[0].stride), p(&m[1].ptr), p(&m[1].stride), p(&m[0].cols), p(&eps))
+		g32, rows, cols := int32(g), dst.Rows(), int32(dst.Dim(-1))
+		return c.launch("l2_norm_f32", rows, threads(cols), 0,
+			p(&r[0].ptr), p(&r[0].s0), p(&r[0].s1), p(&r[1].ptr), p(&r[1].s0), p(&r[1].s1), p(&g32), p(&cols), p(&eps))
 	})
 }
 
@@ -288,9 +324,9 @@ func matMul(dst, x, w *rt.Tensor) {
 				if w.DType() == rt.F16 {
 					f16 = 1
 				}
-				mm, nn, kk := int32(M), int32(N), int32(K)
-				return c.launch("gemv_16", (N+7)/8, 256, 0, p(&m[0].ptr), p(&m[0].stride), p(&m[1].ptr), p(&m[1].stride),
-					p(&m[2].ptr), p(&mm), p(&nn), p(&kk), p(&f16))
+				mm, nn, kk, split := int32(M), int32(N), int32(K), gemvSplit(N, K)
+				return c.launch("gemv_16", (N*int(split)+7)/8, 256, 0, p(&m[0].ptr), p(&m[0].stride), p(&m[1].ptr), p(&m[1].stride),
+					p(&m[2].ptr), p(&mm), p(&nn), p(&kk), p(&f16), p(&split))
 			}
 			typ, f16 := int32(cudaR16BF), int32(0)
 			if w.DType() == rt.F16 {
@@ -302,6 +338,17 @@ func matMul(dst, x, w *rt.Tensor) {
 		}
 		return fmt.Errorf("no cuda matmul for %v weights", w.DType())
 	})
+}
+
+// gemvSplit is how many warps share a weight row in gemv_16: enough for
+// ~16k warps in all (the H200 holds 132 × 64), while each lane still
+// loads at least one 16-byte piece of its share of the row.
+func gemvSplit(N, K int) int32 {
+	split := 1
+	for split < 8 && N*split < 16384 && K/8/(2*split) >= 32 {
+		split *= 2
+	}
+	return int32(split)
 }
 
 // quantTypes numbers the block formats as kernels.cu's unit_q does.
@@ -432,18 +479,20 @@ const deltaColumns = 32
 
 func deltaRuleLaunch(op rt.OpID, out, q, k, v, g, beta, state *rt.Tensor, slots []int32, dp rt.DeltaRuleParams) {
 	kernel(op, func(c *Context) error {
-		m, err := mats([]string{"out", "g", "beta", "state"}, out, g, beta, state)
+		m, err := mats([]string{"g", "beta", "state"}, g, beta, state)
 		if err != nil {
 			return err
 		}
-		var in [3]mat // q, k, v: views of the conv output
-		for i, t := range [...]*rt.Tensor{q, k, v} {
-			if in[i], err = inMat(c, 4+i, [...]string{"q", "k", "v"}[i], t); err != nil {
-				return err
-			}
-		}
-		m = []mat{m[0], in[0], in[1], in[2], m[1], m[2], m[3]}
 		T, hk, hv := int32(q.Dim(0)), int32(q.Dim(1)), int32(v.Dim(1))
+		// q, k, v: views of the conv output, read in place
+		r, err := rowsAll([]string{"q", "k"}, int(hk), q, k)
+		if err != nil {
+			return err
+		}
+		rv, err := rowsAll([]string{"out", "v"}, int(hv), out, v)
+		if err != nil {
+			return err
+		}
 		dk, dv := int32(q.Dim(2)), int32(v.Dim(2))
 		var tiled int32
 		if dp.TiledHeads {
@@ -458,8 +507,9 @@ func deltaRuleLaunch(op rt.OpID, out, q, k, v, g, beta, state *rt.Tensor, slots 
 		}
 		groups := int((dv + deltaColumns - 1) / deltaColumns)
 		return c.launch2("delta_rule_f32", int(hv)*groups, items, 4*deltaColumns, int(8*dk),
-			p(&m[0].ptr), p(&m[0].stride), p(&m[1].ptr), p(&m[1].stride), p(&m[2].ptr), p(&m[2].stride), p(&m[3].ptr), p(&m[3].stride),
-			p(&m[4].ptr), p(&m[4].stride), p(&m[5].ptr), p(&m[5].stride), p(&m[6].ptr), p(&dslots), p(&T), p(&hk), p(&hv), p(&dk), p(&dv), p(&tiled))
+			p(&rv[0].ptr), p(&rv[0].s0), p(&rv[0].s1), p(&r[0].ptr), p(&r[0].s0), p(&r[0].s1), p(&r[1].ptr), p(&r[1].s0), p(&r[1].s1),
+			p(&rv[1].ptr), p(&rv[1].s0), p(&rv[1].s1), p(&m[0].ptr), p(&m[0].stride), p(&m[1].ptr), p(&m[1].stride), p(&m[2].ptr),
+			p(&dslots), p(&T), p(&hk), p(&hv), p(&dk), p(&dv), p(&tiled))
 	})
 }
 
@@ -497,8 +547,14 @@ func attention(dst, q, k, v *rt.Tensor, seqs []rt.AttnSeq, blockSize int, scale 
 		if err != nil {
 			return err
 		}
-		bs := int32(blockSize)
-		return c.launch("attention_f32", n*int(hq), 128, 0,
+		// A block's warps split the keys. Few blocks (a decode step of few
+		// sequences) get 32 warps, so that each walks few keys: the walk is
+		// a chain of dependent loads.
+		bs, warps := int32(blockSize), 4
+		if n*int(hq) < 2*c.SMs {
+			warps = 32
+		}
+		return c.launch("attention_f32", n*int(hq), 32*warps, 0,
 			p(&m[0].ptr), p(&m[0].stride), p(&m[1].ptr), p(&m[1].stride), p(&m[2].ptr), p(&m[3].ptr),
 			p(&pp), p(&pt), p(&pb), p(&hq), p(&hkv), p(&dim), p(&bs), p(&scale))
 	})

@@ -31,6 +31,7 @@ func Register(reg *rt.Registry) error {
 		rt.Register(reg, rt.Add, rt.CUDA, f32, Provider, add),
 		rt.Register(reg, rt.RMSNorm, rt.CUDA, f32, Provider, rmsNorm),
 		rt.Register(reg, rt.RMSNormOffset, rt.CUDA, f32, Provider, rmsNormOffset),
+		rt.Register(reg, rt.AddRMSNormOffset, rt.CUDA, f32, Provider, addRMSNormOffset),
 		rt.Register(reg, rt.GatedRMSNorm, rt.CUDA, f32, Provider, gatedRMSNorm),
 		rt.Register(reg, rt.SiLU, rt.CUDA, f32, Provider, silu),
 		rt.Register(reg, rt.SwiGLU, rt.CUDA, f32, Provider, swiGLU),
