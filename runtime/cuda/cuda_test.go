@@ -14,6 +14,7 @@ import (
 	"github.com/govllm/govllm/model/qwen35"
 
 	rt "github.com/govllm/govllm/runtime"
+	"github.com/govllm/govllm/runtime/backends"
 	"github.com/govllm/govllm/runtime/cpu"
 	"github.com/govllm/govllm/runtime/cuda"
 	"github.com/govllm/govllm/runtime/quant"
@@ -461,5 +462,55 @@ func TestOracleModelsCoveredOnCUDA(t *testing.T) {
 		if err := be.Check(paths); err != nil {
 			t.Errorf("%s on cuda: %v", name, err)
 		}
+	}
+}
+
+// BenchmarkDecodeGEMVs times the bf16 GEMVs of a Qwen3.5-0.8B decode step
+// in CUDA graphs of 32 calls a shape (launch gaps included, as in a step);
+// bytes/s is the weight's read rate.
+func BenchmarkDecodeGEMVs(b *testing.B) {
+	be, err := backends.New(rt.CUDA)
+	if err != nil {
+		b.Skip(err)
+	}
+	mem := be.Memory()
+	step := mem.(rt.Stepper)
+	for _, s := range []struct{ n, k int }{{8224, 1024}, {7168, 1024}, {1024, 2048}, {1024, 3584}, {248320, 1024}} {
+		b.Run(fmt.Sprintf("%dx%d", s.n, s.k), func(b *testing.B) {
+			const calls = 32
+			var ws []*rt.Tensor
+			for range calls { // distinct weights: none stays in the L2
+				w, err := mem.Alloc(rt.BF16, s.n, s.k)
+				if err != nil {
+					b.Skip(err)
+				}
+				ws = append(ws, w)
+			}
+			if s.n > 100000 {
+				ws = ws[:4]
+			}
+			x, _ := mem.Alloc(rt.F32, 1, s.k)
+			out, _ := mem.Alloc(rt.F32, 1, s.n)
+			defer func() {
+				for _, t := range append(ws, x, out) {
+					mem.Free(t)
+				}
+			}()
+			b.SetBytes(int64(2 * s.n * s.k * len(ws)))
+			run := func() error {
+				for _, w := range ws {
+					if err := be.MatMul(out, x, w); err != nil {
+						return err
+					}
+				}
+				return nil
+			}
+			for b.Loop() {
+				if err := step.Step(run); err != nil {
+					b.Fatal(err)
+				}
+			}
+			b.ReportMetric(float64(b.Elapsed().Microseconds())/float64(b.N*len(ws)), "µs/gemv")
+		})
 	}
 }

@@ -246,57 +246,74 @@ __global__ void sum_halves(float* d, i64 sd, const float* y, int M, int n) {
     for (int i = threadIdx.x; i < n; i += blockDim.x) d[r * sd + i] = y[r * n + i] + y[(M + r) * n + i];
 }
 
-// gemv_16: dst[m][n] = Σ_k x[m][k]·w[n][k] for up to 8 rows of f32 x and a
-// bf16 (f16 = 0) or f16 (f16 = 1) weight, read once in 16-byte loads and
-// widened exactly (no rounding of x). Blocks of 8 warps; split warps share
-// a weight row, each taking a 1/split of K (split 1, 2, 4 or 8): a matrix
-// of few rows still has enough loads in flight to stream at full rate.
-// Needs K % 8 == 0 and 16-byte aligned rows of w and x.
-__global__ void gemv_16(float* d, i64 sd, const float* x, i64 sx, const u16* w, int M, int N, int K, int f16, int split) {
-    __shared__ float part[8][8];
-    int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
-    int n = blockIdx.x * (8 / split) + warp / split, piece = warp % split;
-    int units = K / 8, per = (units + split - 1) / split;
-    int u0 = piece * per, u1 = min(units, u0 + per);
-    const uint4* wr = (const uint4*)(w + (i64)min(n, N - 1) * K);
-    float acc[8] = {0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f};
-    if (n >= N) u1 = u0; // no work, but the block's barrier below
-#pragma unroll 4
-    for (int i = u0 + lane; i < u1; i += 32) {
-        uint4 q = wr[i];
-        unsigned u[4] = {q.x, q.y, q.z, q.w};
-        float wf[8];
-        for (int j = 0; j < 4; j++) {
-            if (f16) {
-                wf[2 * j] = f16_to_f32((u16)(u[j] & 0xffffu));
-                wf[2 * j + 1] = f16_to_f32((u16)(u[j] >> 16));
-            } else {
-                wf[2 * j] = __uint_as_float(u[j] << 16);
-                wf[2 * j + 1] = __uint_as_float(u[j] & 0xffff0000u);
-            }
-        }
-        for (int m = 0; m < 8; m++) {
-            if (m >= M) break;
-            const float4* xr = (const float4*)(x + m * sx + (i64)i * 8);
-            float4 a = xr[0], b = xr[1];
-            acc[m] += a.x * wf[0] + a.y * wf[1] + a.z * wf[2] + a.w * wf[3] + b.x * wf[4] + b.y * wf[5] + b.z * wf[6] + b.w * wf[7];
+// ld_stream loads 16 bytes that are read once (a weight), bypassing L1 so
+// that it keeps what is read again (x).
+__device__ __forceinline__ uint4 ld_stream(const uint4* p) {
+    uint4 v;
+    asm volatile("ld.global.nc.L1::no_allocate.v4.u32 {%0, %1, %2, %3}, [%4];" : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w) : "l"(p));
+    return v;
+}
+
+// dot8 is the dot product of 8 weights in q (bf16, or f16 where f16 is
+// set), widened exactly, with 8 values of x.
+__device__ __forceinline__ float dot8(uint4 q, float4 a, float4 b, int f16) {
+    unsigned u[4] = {q.x, q.y, q.z, q.w};
+    float wf[8];
+    for (int j = 0; j < 4; j++) {
+        if (f16) {
+            wf[2 * j] = f16_to_f32((u16)(u[j] & 0xffffu));
+            wf[2 * j + 1] = f16_to_f32((u16)(u[j] >> 16));
+        } else {
+            wf[2 * j] = __uint_as_float(u[j] << 16);
+            wf[2 * j + 1] = __uint_as_float(u[j] & 0xffff0000u);
         }
     }
-    for (int m = 0; m < 8; m++) {
-        if (m >= M) break;
-        float v = warp_sum(acc[m]);
+    return a.x * wf[0] + a.y * wf[1] + a.z * wf[2] + a.w * wf[3] + b.x * wf[4] + b.y * wf[5] + b.z * wf[6] + b.w * wf[7];
+}
+
+// gemv_16: d[n] = Σ_k x[k]·w[n][k] for one f32 row x and a bf16 or f16
+// weight read once in 16-byte loads. Blocks of 8 warps; a warp takes
+// `rows` (1 to 4) adjacent weight rows, so a lane's 8 values of x are
+// loaded once for all of them, and a 1/split of K (split 1, 2, 4 or 8),
+// so that a matrix of few rows still has loads enough in flight.
+// Needs K % 8 == 0 and 16-byte aligned x and rows of w.
+__global__ void gemv_16(float* d, const float* x, const u16* w, int N, int K, int f16, int split, int rows) {
+    __shared__ float part[8][4];
+    int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+    int n0 = (blockIdx.x * (8 / split) + warp / split) * rows, piece = warp % split;
+    int units = K / 8, per = (units + split - 1) / split;
+    int u0 = piece * per, u1 = min(units, u0 + per);
+    if (n0 >= N) u1 = u0; // no work, but the block's barrier below
+    int live = min(rows, N - n0);
+    float acc[4] = {0.f, 0.f, 0.f, 0.f};
+#pragma unroll 2
+    for (int i = u0 + lane; i < u1; i += 32) {
+        const float4* xr = (const float4*)(x + (i64)i * 8);
+        float4 a = xr[0], b = xr[1];
+        uint4 q[4];
+#pragma unroll
+        for (int r = 0; r < 4; r++)
+            if (r < live) q[r] = ld_stream((const uint4*)(w + (i64)(n0 + r) * K) + i);
+#pragma unroll
+        for (int r = 0; r < 4; r++)
+            if (r < live) acc[r] += dot8(q[r], a, b, f16);
+    }
+#pragma unroll
+    for (int r = 0; r < 4; r++) {
+        if (r >= rows) break;
+        float v = warp_sum(acc[r]);
         if (split == 1) {
-            if (lane == 0 && n < N) d[m * sd + n] = v;
+            if (lane == 0 && r < live) d[n0 + r] = v;
         } else if (lane == 0) {
-            part[warp][m] = v;
+            part[warp][r] = v;
         }
     }
     if (split == 1) return;
     __syncthreads();
-    if (piece == 0 && n < N && lane < M) {
+    if (piece == 0 && lane < live) {
         float s = 0.f;
         for (int j = 0; j < split; j++) s += part[warp + j][lane];
-        d[lane * sd + n] = s;
+        d[n0 + lane] = s;
     }
 }
 
