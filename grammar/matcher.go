@@ -1,0 +1,222 @@
+package grammar
+
+import (
+	"encoding/binary"
+	"slices"
+	"strings"
+	"unicode/utf8"
+)
+
+// frame is a place in a sequence: the next element to match is element
+// idx of alternative alt of rule rule. A stack is a linked list of frames,
+// the top first; stacks share their tails.
+type frame struct {
+	rule, alt, idx int32
+	next           *frame
+}
+
+// State is where a generation is in the grammar: every parse stack that
+// the input so far leaves alive, each topped by a character class (or
+// empty: the input may end there), plus the bytes of a code point not yet
+// complete. A State is immutable; Advance returns a new one.
+type State struct {
+	g       *Grammar
+	stacks  []*frame // nil entries are finished parses
+	partial []byte   // a code point's leading bytes
+	key     string
+}
+
+// Start is the state before any input.
+func (g *Grammar) Start() *State {
+	var stacks []*frame
+	for alt := range g.rules[g.root] {
+		stacks = g.expand(stacks, &frame{rule: int32(g.root), alt: int32(alt)})
+	}
+	return newState(g, stacks, nil)
+}
+
+// expand appends to out the stacks that f leads to once rule references
+// and finished sequences at its top are resolved, so that each is topped
+// by a character class (or is nil: finished).
+func (g *Grammar) expand(out []*frame, f *frame) []*frame {
+	for f != nil {
+		seq := g.rules[f.rule][f.alt]
+		if int(f.idx) == len(seq) {
+			f = f.next // the sequence is done; its caller resumes
+			continue
+		}
+		e := seq[f.idx]
+		if e.rule < 0 {
+			return append(out, f)
+		}
+		// The caller resumes after the reference; a reference that ends its
+		// sequence returns straight to the caller's caller, so repetition
+		// (star ::= item star) does not deepen the stack.
+		ret := f.next
+		if int(f.idx)+1 < len(seq) {
+			ret = &frame{rule: f.rule, alt: f.alt, idx: f.idx + 1, next: f.next}
+		}
+		for alt := range g.rules[e.rule] {
+			out = g.expand(out, &frame{rule: int32(e.rule), alt: int32(alt), next: ret})
+		}
+		return out
+	}
+	return append(out, nil)
+}
+
+func stackKey(b []byte, f *frame) []byte {
+	for ; f != nil; f = f.next {
+		b = binary.AppendUvarint(b, uint64(f.rule)+1)
+		b = binary.AppendUvarint(b, uint64(f.alt))
+		b = binary.AppendUvarint(b, uint64(f.idx))
+	}
+	return append(b, 0) // no frame's rule varint starts with 0
+}
+
+// newState dedups stacks (equal stacks lead to equal futures) and keys the
+// state for caching.
+func newState(g *Grammar, stacks []*frame, partial []byte) *State {
+	keys := make([]string, 0, len(stacks))
+	kept := stacks[:0]
+	seen := map[string]bool{}
+	var buf []byte
+	for _, f := range stacks {
+		buf = stackKey(buf[:0], f)
+		k := string(buf)
+		if seen[k] {
+			continue
+		}
+		seen[k] = true
+		keys = append(keys, k)
+		kept = append(kept, f)
+	}
+	slices.Sort(keys)
+	key := string(rune(len(partial))) + string(partial) + strings.Join(keys, "")
+	return &State{g: g, stacks: kept, partial: partial, key: key}
+}
+
+// Dead reports whether no continuation of the input can match.
+func (s *State) Dead() bool { return len(s.stacks) == 0 }
+
+// Accepting reports whether the input so far is a whole match.
+func (s *State) Accepting() bool {
+	if len(s.partial) > 0 {
+		return false
+	}
+	return slices.Contains(s.stacks, nil)
+}
+
+// Key identifies the state: equal keys accept the same continuations.
+func (s *State) Key() string { return s.key }
+
+// AdvanceRune returns the state after code point r (dead if the grammar
+// has no place for it).
+func (s *State) AdvanceRune(r rune) *State {
+	return newState(s.g, s.g.stepRune(nil, s.stacks, r), nil)
+}
+
+// stepRune appends to out the stacks that r leads to from stacks.
+func (g *Grammar) stepRune(out, stacks []*frame, r rune) []*frame {
+	for _, f := range stacks {
+		if f == nil || !g.rules[f.rule][f.alt][f.idx].matches(r) {
+			continue
+		}
+		out = g.expand(out, &frame{rule: f.rule, alt: f.alt, idx: f.idx + 1, next: f.next})
+	}
+	return out
+}
+
+// stepByte advances stacks, with partial the leading bytes of a code point
+// already read, by byte b: it returns the stacks after a completed code
+// point (appended to out), or the stacks that a code point starting with
+// the longer partial can continue; ok is false when none can.
+func (g *Grammar) stepByte(out, stacks []*frame, partial []byte, b byte) (next []*frame, rest []byte, ok bool) {
+	p := append(partial, b)
+	if !utf8.FullRune(p) {
+		lo, hi, valid := runeRange(p)
+		if !valid {
+			return nil, nil, false
+		}
+		for _, f := range stacks {
+			if f != nil && g.rules[f.rule][f.alt][f.idx].intersects(lo, hi) {
+				out = append(out, f)
+			}
+		}
+		return out, p, len(out) > 0
+	}
+	r, n := utf8.DecodeRune(p)
+	if r == utf8.RuneError && n <= 1 {
+		return nil, nil, false
+	}
+	out = g.stepRune(out, stacks, r)
+	return out, p[:0], len(out) > 0
+}
+
+// AdvanceByte returns the state after one byte of UTF-8 input.
+func (s *State) AdvanceByte(b byte) *State {
+	if s.Dead() {
+		return s
+	}
+	next, rest, ok := s.g.stepByte(nil, s.stacks, append([]byte(nil), s.partial...), b)
+	if !ok {
+		return &State{g: s.g, key: "dead"}
+	}
+	if len(rest) == 0 {
+		rest = nil
+	}
+	return newState(s.g, next, rest)
+}
+
+// runeRange is the range of code points whose UTF-8 encoding starts with
+// p (shorter than a whole one); valid is false if none does.
+func runeRange(p []byte) (lo, hi rune, valid bool) {
+	n := 0
+	switch c := p[0]; {
+	case c >= 0xC2 && c <= 0xDF:
+		n = 2
+	case c >= 0xE0 && c <= 0xEF:
+		n = 3
+	case c >= 0xF0 && c <= 0xF4:
+		n = 4
+	default:
+		return 0, 0, false
+	}
+	var lob, hib [4]byte
+	copy(lob[:], p)
+	copy(hib[:], p)
+	for i := len(p); i < n; i++ {
+		lob[i], hib[i] = 0x80, 0xBF
+	}
+	// The second byte's range is narrower after E0, ED, F0 and F4.
+	if len(p) == 1 {
+		switch p[0] {
+		case 0xE0:
+			lob[1] = 0xA0
+		case 0xED:
+			hib[1] = 0x9F
+		case 0xF0:
+			lob[1] = 0x90
+		case 0xF4:
+			hib[1] = 0x8F
+		}
+	}
+	l, ln := utf8.DecodeRune(lob[:n])
+	h, hn := utf8.DecodeRune(hib[:n])
+	if l == utf8.RuneError && ln <= 1 || h == utf8.RuneError && hn <= 1 {
+		return 0, 0, false
+	}
+	return l, h, true
+}
+
+// Advance returns the state after the bytes b.
+func (s *State) Advance(b []byte) *State {
+	for _, c := range b {
+		if s = s.AdvanceByte(c); s.Dead() {
+			return s
+		}
+	}
+	return s
+}
+
+// Match reports whether the whole of text matches the grammar.
+func (g *Grammar) Match(text string) bool { return g.Start().Advance([]byte(text)).Accepting() }
