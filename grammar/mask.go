@@ -98,7 +98,8 @@ func (mk *Masker) Mask(s *State) Mask {
 	}
 	m = make(Mask, (mk.v.size+63)/64)
 	if !s.Dead() {
-		mk.walk(m, 0, s.g, s.stacks, s.partial)
+		w := &walker{mk: mk, m: m, g: s.g}
+		w.walk(0, 0, s.stacks, s.partial)
 	}
 	mk.mu.Lock()
 	if len(mk.cache) >= maxCachedMasks {
@@ -109,22 +110,36 @@ func (mk *Masker) Mask(s *State) Mask {
 	return m
 }
 
+// walker is one mask computation: its frames and, per trie depth, the
+// buffer of stacks reached there.
+type walker struct {
+	mk    *Masker
+	m     Mask
+	g     *Grammar
+	a     frames
+	depth [][]*frame
+}
+
 // walk marks the tokens under trie node n that stacks (after the bytes
 // partial of a code point) can take. It steps the stacks byte by byte
 // without the states' deduplication and keys, which only the cache needs.
-func (mk *Masker) walk(m Mask, n int32, g *Grammar, stacks []*frame, partial []byte) {
-	for _, e := range mk.v.nodes[n].edges {
+func (w *walker) walk(n int32, depth int, stacks []*frame, partial []byte) {
+	if depth == len(w.depth) {
+		w.depth = append(w.depth, nil)
+	}
+	for _, e := range w.mk.v.nodes[n].edges {
 		var buf [4]byte
-		next, rest, ok := g.stepByte(nil, stacks, append(buf[:0], partial...), e.b)
+		next, rest, ok := w.g.stepByte(&w.a, w.depth[depth][:0], stacks, append(buf[:0], partial...), e.b)
+		w.depth[depth] = next[:0]
 		if !ok {
 			continue
 		}
-		child := &mk.v.nodes[e.node]
+		child := &w.mk.v.nodes[e.node]
 		for _, id := range child.tokens {
-			m.set(id)
+			w.m.set(id)
 		}
 		if len(child.edges) > 0 {
-			mk.walk(m, e.node, g, next, rest)
+			w.walk(e.node, depth+1, next, rest)
 		}
 	}
 }

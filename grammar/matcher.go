@@ -15,6 +15,17 @@ type frame struct {
 	next           *frame
 }
 
+// frames allocates frames in chunks: a mask walk makes millions.
+type frames struct{ buf []frame }
+
+func (a *frames) make(rule, alt, idx int32, next *frame) *frame {
+	if len(a.buf) == cap(a.buf) { // a new chunk: the old one stays for its frames
+		a.buf = make([]frame, 0, min(4096, max(16, 2*cap(a.buf))))
+	}
+	a.buf = append(a.buf, frame{rule, alt, idx, next})
+	return &a.buf[len(a.buf)-1]
+}
+
 // State is where a generation is in the grammar: every parse stack that
 // the input so far leaves alive, each topped by a character class (or
 // empty: the input may end there), plus the bytes of a code point not yet
@@ -29,8 +40,9 @@ type State struct {
 // Start is the state before any input.
 func (g *Grammar) Start() *State {
 	var stacks []*frame
+	a := &frames{}
 	for alt := range g.rules[g.root] {
-		stacks = g.expand(stacks, &frame{rule: int32(g.root), alt: int32(alt)})
+		stacks = g.expand(a, stacks, a.make(int32(g.root), int32(alt), 0, nil))
 	}
 	return newState(g, stacks, nil)
 }
@@ -38,7 +50,7 @@ func (g *Grammar) Start() *State {
 // expand appends to out the stacks that f leads to once rule references
 // and finished sequences at its top are resolved, so that each is topped
 // by a character class (or is nil: finished).
-func (g *Grammar) expand(out []*frame, f *frame) []*frame {
+func (g *Grammar) expand(a *frames, out []*frame, f *frame) []*frame {
 	for f != nil {
 		seq := g.rules[f.rule][f.alt]
 		if int(f.idx) == len(seq) {
@@ -54,10 +66,10 @@ func (g *Grammar) expand(out []*frame, f *frame) []*frame {
 		// (star ::= item star) does not deepen the stack.
 		ret := f.next
 		if int(f.idx)+1 < len(seq) {
-			ret = &frame{rule: f.rule, alt: f.alt, idx: f.idx + 1, next: f.next}
+			ret = a.make(f.rule, f.alt, f.idx+1, f.next)
 		}
 		for alt := range g.rules[e.rule] {
-			out = g.expand(out, &frame{rule: int32(e.rule), alt: int32(alt), next: ret})
+			out = g.expand(a, out, a.make(int32(e.rule), int32(alt), 0, ret))
 		}
 		return out
 	}
@@ -112,16 +124,16 @@ func (s *State) Key() string { return s.key }
 // AdvanceRune returns the state after code point r (dead if the grammar
 // has no place for it).
 func (s *State) AdvanceRune(r rune) *State {
-	return newState(s.g, s.g.stepRune(nil, s.stacks, r), nil)
+	return newState(s.g, s.g.stepRune(&frames{}, nil, s.stacks, r), nil)
 }
 
 // stepRune appends to out the stacks that r leads to from stacks.
-func (g *Grammar) stepRune(out, stacks []*frame, r rune) []*frame {
+func (g *Grammar) stepRune(a *frames, out, stacks []*frame, r rune) []*frame {
 	for _, f := range stacks {
 		if f == nil || !g.rules[f.rule][f.alt][f.idx].matches(r) {
 			continue
 		}
-		out = g.expand(out, &frame{rule: f.rule, alt: f.alt, idx: f.idx + 1, next: f.next})
+		out = g.expand(a, out, a.make(f.rule, f.alt, f.idx+1, f.next))
 	}
 	return out
 }
@@ -130,7 +142,11 @@ func (g *Grammar) stepRune(out, stacks []*frame, r rune) []*frame {
 // already read, by byte b: it returns the stacks after a completed code
 // point (appended to out), or the stacks that a code point starting with
 // the longer partial can continue; ok is false when none can.
-func (g *Grammar) stepByte(out, stacks []*frame, partial []byte, b byte) (next []*frame, rest []byte, ok bool) {
+func (g *Grammar) stepByte(a *frames, out, stacks []*frame, partial []byte, b byte) (next []*frame, rest []byte, ok bool) {
+	if len(partial) == 0 && b < utf8.RuneSelf {
+		out = g.stepRune(a, out, stacks, rune(b))
+		return out, partial, len(out) > 0
+	}
 	p := append(partial, b)
 	if !utf8.FullRune(p) {
 		lo, hi, valid := runeRange(p)
@@ -148,7 +164,7 @@ func (g *Grammar) stepByte(out, stacks []*frame, partial []byte, b byte) (next [
 	if r == utf8.RuneError && n <= 1 {
 		return nil, nil, false
 	}
-	out = g.stepRune(out, stacks, r)
+	out = g.stepRune(a, out, stacks, r)
 	return out, p[:0], len(out) > 0
 }
 
@@ -157,7 +173,7 @@ func (s *State) AdvanceByte(b byte) *State {
 	if s.Dead() {
 		return s
 	}
-	next, rest, ok := s.g.stepByte(nil, s.stacks, append([]byte(nil), s.partial...), b)
+	next, rest, ok := s.g.stepByte(&frames{}, nil, s.stacks, append([]byte(nil), s.partial...), b)
 	if !ok {
 		return &State{g: s.g, key: "dead"}
 	}
