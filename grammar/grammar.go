@@ -65,10 +65,6 @@ type Grammar struct {
 	root  int
 }
 
-// Rules is the number of rules, those made for groups and repetitions
-// included.
-func (g *Grammar) Rules() int { return len(g.rules) }
-
 // check rejects references to undefined rules and left recursion (a rule
 // that can reach itself without consuming input, which no stack-based
 // matcher can expand).

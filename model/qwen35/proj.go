@@ -1,7 +1,7 @@
 package qwen35
 
 import (
-	"fmt"
+	"slices"
 	"strings"
 
 	rt "github.com/govllm/govllm/runtime"
@@ -40,13 +40,11 @@ func (b *binder) projections(names []string, rows []int, k int) *Projections {
 	if !b.bind {
 		return p
 	}
-	for _, dt := range dts {
-		if dt != dts[0] || !b.concat {
-			for i, name := range names {
-				p.Parts = append(p.Parts, b.place(name, b.tensor(name, []int{rows[i], k})))
-			}
-			return p
+	if !b.concat || slices.ContainsFunc(dts, func(dt rt.DType) bool { return dt != dts[0] }) {
+		for i, name := range names {
+			p.Parts = append(p.Parts, b.place(name, b.tensor(name, []int{rows[i], k})))
 		}
+		return p
 	}
 	total := 0
 	for _, r := range rows {
@@ -59,12 +57,7 @@ func (b *binder) projections(names []string, rows []int, k int) *Projections {
 		if t == nil {
 			return p
 		}
-		n := dts[0].ByteLen(rows[i] * k)
-		if len(t.Bytes()) < n {
-			b.fail(fmt.Errorf("qwen35: tensor %q: %d bytes, want %d", name, len(t.Bytes()), n))
-			return p
-		}
-		dst = dst[copy(dst, t.Bytes()[:n]):]
+		dst = dst[copy(dst, t.Bytes()[:dts[0].ByteLen(rows[i]*k)]):]
 	}
 	p.Fused = b.place(strings.Join(names, " + "), cat)
 	return p

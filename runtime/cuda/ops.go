@@ -297,12 +297,6 @@ func embedding(dst, table *rt.Tensor, ids []int32) {
 	})
 }
 
-// gemvMaxRows is the most rows of x the GEMV kernel takes. It can take 8,
-// but on the H200 8 rows ran at 188 µs where one ran at 54 µs and cuBLAS
-// at 16 rows at 70 µs (BenchmarkMatMulBF16, 128 MiB weight): more rows need
-// a different kernel.
-const gemvMaxRows = 1
-
 // matMul runs on cuBLAS, but for 16-bit weights and one row on the GEMV
 // kernel. On cuBLAS, 16-bit weights take activations as two 16-bit parts
 // (splitGemm): rounding them to bf16 alone put the oracle models 0.4 off.
@@ -317,16 +311,17 @@ func matMul(dst, x, w *rt.Tensor) {
 		case rt.F32:
 			return c.gemm(m[0].ptr, int(m[0].stride), m[1].ptr, cudaR32F, int(m[1].stride), m[2].ptr, cudaR32F, M, N, K)
 		case rt.BF16, rt.F16:
-			if M <= gemvMaxRows && K%8 == 0 && m[1].ptr%16 == 0 && m[1].stride%4 == 0 && m[2].ptr%16 == 0 {
+			if M == 1 && K%8 == 0 && m[1].ptr%16 == 0 && m[2].ptr%16 == 0 {
 				// One row: bound by reading the weight, which the GEMV
-				// kernel does once, with x in f32.
+				// kernel does once, with x in f32. (Up to 8 rows in one
+				// GEMV ran at 188 µs where one ran at 54 µs and cuBLAS at
+				// 16 rows at 70 µs on a 128 MiB weight.)
 				var f16 int32
 				if w.DType() == rt.F16 {
 					f16 = 1
 				}
-				nn, kk := int32(N), int32(K)
-				rows, split := gemvShape(N, K)
-				slots := (N + int(rows) - 1) / int(rows)
+				nn, kk, rows, split := int32(N), int32(K), int32(gemvRows), gemvSplit(N, K)
+				slots := (N + gemvRows - 1) / gemvRows
 				return c.launch("gemv_16", (slots*int(split)+7)/8, 256, 0, p(&m[0].ptr), p(&m[1].ptr), p(&m[2].ptr),
 					p(&nn), p(&kk), p(&f16), p(&split), p(&rows))
 			}
@@ -342,17 +337,20 @@ func matMul(dst, x, w *rt.Tensor) {
 	})
 }
 
-// gemvShape picks gemv_16's rows per warp and warps per row: 4 rows, and
-// K split until there are ~2k warps while each lane still has a 16-byte
-// piece of its share. On the H200 (BenchmarkDecodeGEMVs) this streams the
-// 0.8B shape's lm_head at 4.37 TB/s (one row a warp: 2.73) and takes a
+// gemvRows is the weight rows a warp of gemv_16 takes, and gemvSplit the
+// warps a row's K is split over: from 2 until there are ~2k warps, while
+// each lane still has a 16-byte piece of its share. On the H200
+// (BenchmarkDecodeGEMVs, a sweep of 1, 2, 4 rows × splits 1–8) this streams
+// the 0.8B shape's lm_head at 4.3 TB/s (one row a warp: 2.73) and takes a
 // 4 MiB matrix in 5 µs in a graph.
-func gemvShape(N, K int) (rows, split int32) {
-	rows, split = 4, 2
-	for split < 8 && N/4*int(split) < 2048 && K/8/(2*int(split)) >= 32 {
+const gemvRows = 4
+
+func gemvSplit(N, K int) int32 {
+	split := 2
+	for split < 8 && N/gemvRows*split < 2048 && K/8/(2*split) >= 32 {
 		split *= 2
 	}
-	return rows, split
+	return int32(split)
 }
 
 // quantTypes numbers the block formats as kernels.cu's unit_q does.

@@ -5,6 +5,7 @@ package cuda
 import (
 	"fmt"
 	"io"
+	"log/slog"
 	"os"
 	"slices"
 	"sync"
@@ -42,7 +43,7 @@ func bindEvents(lib *library) error {
 		}
 	}
 	if err != nil {
-		fmt.Fprintf(os.Stderr, "GOVLLM_CUDA_PROFILE: %v; not profiling\n", err)
+		slog.Warn("GOVLLM_CUDA_PROFILE: not profiling", "err", err)
 	}
 	return err
 }
