@@ -119,11 +119,11 @@ pair ::= "\"" [a-bé]* "\"" ":" " "? [1]+`,
 		`root ::= [^{}]*`,
 	} {
 		g := mustParse(t, src)
-		mk := NewMasker(v)
+		mk := NewMasker(g, v)
 		for range 20 {
-			s := g.Start()
+			s, p := g.Start(), mk.Start()
 			for range 12 {
-				m := mk.Mask(s)
+				m := mk.Mask(p)
 				var allowed []int32
 				for id, tok := range toks {
 					want := tok != nil && !s.Advance(tok).Dead()
@@ -137,7 +137,11 @@ pair ::= "\"" [a-bé]* "\"" ":" " "? [1]+`,
 				if len(allowed) == 0 {
 					break
 				}
-				s = s.Advance(toks[allowed[rng.IntN(len(allowed))]])
+				tok := toks[allowed[rng.IntN(len(allowed))]]
+				s, p = s.Advance(tok), mk.Advance(p, tok)
+				if p.Accepting() != s.Accepting() || p.Dead() != s.Dead() {
+					t.Fatalf("%q: after %q the masker's point and the state disagree", src, tok)
+				}
 			}
 		}
 	}

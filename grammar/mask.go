@@ -10,52 +10,72 @@ import (
 // markers) are not text and take no part in matching; the caller decides
 // which of them a finished match allows.
 type Vocab struct {
-	size  int
-	nodes []trieNode
+	size    int
+	entries []trieEntry // the trie in pre-order, so that a walk reads memory in order
+	tokens  []int32
 }
 
-type trieNode struct {
-	edges  []trieEdge // by byte
-	tokens []int32    // tokens whose bytes end here
-}
-
-type trieEdge struct {
-	b    byte
-	node int32
+// trieEntry is one trie node below the root: the byte that leads to it,
+// its depth (1 for the root's children), where its subtree ends in the
+// entries, and the tokens whose bytes end here.
+type trieEntry struct {
+	b            byte
+	depth        uint16
+	end          int32
+	tokLo, tokHi int32
 }
 
 // NewVocab builds the trie of tokens; bytes(id) is nil for a special or
 // unused id.
 func NewVocab(size int, bytes func(id int32) []byte) *Vocab {
-	v := &Vocab{size: size, nodes: []trieNode{{}}}
+	type node struct {
+		kids   map[byte]int32
+		tokens []int32
+	}
+	nodes := []node{{}}
 	for id := range int32(size) {
 		b := bytes(id)
-		if len(b) == 0 {
+		if len(b) == 0 || len(b) > 0xffff {
 			continue
 		}
 		n := int32(0)
 		for _, c := range b {
-			n = v.child(n, c)
+			k, ok := nodes[n].kids[c]
+			if !ok {
+				if nodes[n].kids == nil {
+					nodes[n].kids = map[byte]int32{}
+				}
+				k = int32(len(nodes))
+				nodes[n].kids[c] = k
+				nodes = append(nodes, node{})
+			}
+			n = k
 		}
-		v.nodes[n].tokens = append(v.nodes[n].tokens, id)
+		nodes[n].tokens = append(nodes[n].tokens, id)
 	}
-	for i := range v.nodes {
-		es := v.nodes[i].edges
-		sort.Slice(es, func(a, b int) bool { return es[a].b < es[b].b })
+	v := &Vocab{size: size, entries: make([]trieEntry, 0, len(nodes)-1)}
+	var visit func(n int32, b byte, depth int)
+	visit = func(n int32, b byte, depth int) {
+		i := len(v.entries)
+		if depth > 0 {
+			lo := int32(len(v.tokens))
+			v.tokens = append(v.tokens, nodes[n].tokens...)
+			v.entries = append(v.entries, trieEntry{b: b, depth: uint16(depth), tokLo: lo, tokHi: int32(len(v.tokens))})
+		}
+		keys := make([]int, 0, len(nodes[n].kids))
+		for c := range nodes[n].kids {
+			keys = append(keys, int(c))
+		}
+		sort.Ints(keys)
+		for _, c := range keys {
+			visit(nodes[n].kids[byte(c)], byte(c), depth+1)
+		}
+		if depth > 0 {
+			v.entries[i].end = int32(len(v.entries))
+		}
 	}
+	visit(0, 0, 0)
 	return v
-}
-
-func (v *Vocab) child(n int32, c byte) int32 {
-	for _, e := range v.nodes[n].edges {
-		if e.b == c {
-			return e.node
-		}
-	}
-	id := int32(len(v.nodes))
-	v.nodes = append(v.nodes, trieNode{})
-	v.nodes[n].edges = append(v.nodes[n].edges, trieEdge{c, id})
-	return id
 }
 
 // Size is the number of token ids.
@@ -69,77 +89,155 @@ func (m Mask) Has(id int32) bool { return m[id>>6]&(1<<(id&63)) != 0 }
 
 func (m Mask) set(id int32) { m[id>>6] |= 1 << (id & 63) }
 
-// Masker computes and caches the masks of one grammar over one vocabulary:
-// the tokens whose bytes, appended in a state, leave it alive. A state's
-// mask is computed by walking the trie with the state, a subtree skipped
-// where the grammar rejects its prefix, and cached by the state's key,
-// since the same states recur (inside a JSON string, every character
-// leads back to one state).
-type Masker struct {
-	v     *Vocab
-	mu    sync.Mutex
-	cache map[string]Mask
+// Empty reports whether the set has no id.
+func (m Mask) Empty() bool {
+	for _, w := range m {
+		if w != 0 {
+			return false
+		}
+	}
+	return true
 }
 
-// maxCachedMasks bounds the cache (~19 KiB a mask at 151k tokens).
-const maxCachedMasks = 4096
+// Point is a state of a masker's automaton: a grammar State interned, with
+// its transitions by byte found as they are needed and its mask once
+// asked for. Points are shared by every sequence that uses the masker.
+type Point struct {
+	s    *State
+	next *[256]*Point // nil entries not yet computed
+	mask Mask
+}
 
-// NewMasker returns a masker over v.
-func NewMasker(v *Vocab) *Masker { return &Masker{v: v, cache: map[string]Mask{}} }
+// dead is the point every transition that the grammar rejects leads to.
+var dead = &Point{s: &State{key: "dead"}}
 
-// Mask returns the tokens allowed in s. The mask is shared: do not modify
+// Accepting reports whether the input so far is a whole match.
+func (p *Point) Accepting() bool { return p.s.Accepting() }
+
+// Dead reports whether no continuation can match.
+func (p *Point) Dead() bool { return p.s.Dead() }
+
+// Masker computes the masks of one grammar over one vocabulary: the tokens
+// whose bytes, appended at a point, leave it alive. It is a lazy
+// automaton: points are interned by their stacks, so a state that recurs
+// (inside a JSON string every character leads back to one) is one point,
+// and the trie walk that makes a mask follows transitions computed once.
+type Masker struct {
+	g     *Grammar
+	v     *Vocab
+	mu    sync.Mutex
+	byKey map[string]*Point
+	masks int
+}
+
+// Bounds on a masker's memory (a point's transitions take 2 KiB, a mask
+// ~19 KiB at 151k tokens): past them the automaton starts afresh. Points
+// held by sequences stay valid; they just no longer share.
+const (
+	maxPoints = 8192
+	maxMasks  = 512
+)
+
+// NewMasker returns a masker of g over v.
+func NewMasker(g *Grammar, v *Vocab) *Masker {
+	return &Masker{g: g, v: v, byKey: map[string]*Point{}}
+}
+
+// Grammar is the masker's grammar.
+func (mk *Masker) Grammar() *Grammar { return mk.g }
+
+// Start is the point before any input.
+func (mk *Masker) Start() *Point { return mk.At(mk.g.Start()) }
+
+// At interns s, a state of the masker's grammar.
+func (mk *Masker) At(s *State) *Point {
+	mk.mu.Lock()
+	defer mk.mu.Unlock()
+	return mk.intern(s)
+}
+
+func (mk *Masker) intern(s *State) *Point {
+	if s.Dead() {
+		return dead
+	}
+	if p, ok := mk.byKey[s.key]; ok {
+		return p
+	}
+	p := &Point{s: s}
+	mk.byKey[s.key] = p
+	return p
+}
+
+// step is the transition of p by byte b; mu is held.
+func (mk *Masker) step(p *Point, b byte) *Point {
+	if p == dead {
+		return dead
+	}
+	if p.next == nil {
+		p.next = new([256]*Point)
+	}
+	if q := p.next[b]; q != nil {
+		return q
+	}
+	q := mk.intern(p.s.AdvanceByte(b))
+	p.next[b] = q
+	return q
+}
+
+// Advance returns the point after the bytes b.
+func (mk *Masker) Advance(p *Point, b []byte) *Point {
+	mk.mu.Lock()
+	defer mk.mu.Unlock()
+	for _, c := range b {
+		if p = mk.step(p, c); p == dead {
+			break
+		}
+	}
+	return p
+}
+
+// Mask returns the tokens allowed at p. The mask is shared: do not modify
 // it.
-func (mk *Masker) Mask(s *State) Mask {
+func (mk *Masker) Mask(p *Point) Mask {
 	mk.mu.Lock()
-	m, ok := mk.cache[s.key]
-	mk.mu.Unlock()
-	if ok {
-		return m
+	defer mk.mu.Unlock()
+	if p.mask != nil {
+		return p.mask
 	}
-	m = make(Mask, (mk.v.size+63)/64)
-	if !s.Dead() {
-		w := &walker{mk: mk, m: m, g: s.g}
-		w.walk(0, 0, s.stacks, s.partial)
+	if len(mk.byKey) > maxPoints || mk.masks >= maxMasks {
+		clear(mk.byKey)
+		mk.masks = 0
 	}
-	mk.mu.Lock()
-	if len(mk.cache) >= maxCachedMasks {
-		clear(mk.cache)
+	m := make(Mask, (mk.v.size+63)/64)
+	if p != dead {
+		mk.walk(p, m)
 	}
-	mk.cache[s.key] = m
-	mk.mu.Unlock()
+	p.mask = m
+	mk.masks++
 	return m
 }
 
-// walker is one mask computation: its frames and, per trie depth, the
-// buffer of stacks reached there.
-type walker struct {
-	mk    *Masker
-	m     Mask
-	g     *Grammar
-	a     frames
-	depth [][]*frame
-}
-
-// walk marks the tokens under trie node n that stacks (after the bytes
-// partial of a code point) can take. It steps the stacks byte by byte
-// without the states' deduplication and keys, which only the cache needs.
-func (w *walker) walk(n int32, depth int, stacks []*frame, partial []byte) {
-	if depth == len(w.depth) {
-		w.depth = append(w.depth, nil)
-	}
-	for _, e := range w.mk.v.nodes[n].edges {
-		var buf [4]byte
-		next, rest, ok := w.g.stepByte(&w.a, w.depth[depth][:0], stacks, append(buf[:0], partial...), e.b)
-		w.depth[depth] = next[:0]
-		if !ok {
+// walk marks the tokens that p can take, in one pass over the trie's
+// entries: at[d] is the point after the first d bytes of the current
+// entry's path, and a subtree whose prefix the grammar rejects is skipped.
+func (mk *Masker) walk(p *Point, m Mask) {
+	at := []*Point{p}
+	es := mk.v.entries
+	for i := 0; i < len(es); {
+		e := &es[i]
+		q := mk.step(at[e.depth-1], e.b)
+		if q == dead {
+			i = int(e.end)
 			continue
 		}
-		child := &w.mk.v.nodes[e.node]
-		for _, id := range child.tokens {
-			w.m.set(id)
+		for _, id := range mk.v.tokens[e.tokLo:e.tokHi] {
+			m.set(id)
 		}
-		if len(child.edges) > 0 {
-			w.walk(e.node, depth+1, next, rest)
+		if int(e.depth) == len(at) {
+			at = append(at, q)
+		} else {
+			at[e.depth] = q
 		}
+		i++
 	}
 }
