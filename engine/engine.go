@@ -10,6 +10,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/govllm/govllm/grammar"
 	"github.com/govllm/govllm/model/qwen35"
 	"github.com/govllm/govllm/tokenizer"
 )
@@ -25,6 +26,10 @@ type Engine struct {
 	pool  *blockPool
 	ckpts *checkpointPool
 	eos   map[int32]bool
+	think struct{ open, close int32 } // <think> and </think>, -1 if absent
+
+	vocabOnce sync.Once
+	vocab     *grammar.Vocab
 
 	// Owned by the loop goroutine.
 	waiting, running []*sequence
@@ -81,6 +86,13 @@ func New(m *qwen35.Model, tok *tokenizer.Tokenizer, cfg Config) (*Engine, error)
 	for _, id := range eos {
 		e.eos[id] = true
 	}
+	e.think.open, e.think.close = -1, -1
+	if id, ok := tok.TokenID("<think>"); ok {
+		e.think.open = id
+	}
+	if id, ok := tok.TokenID("</think>"); ok {
+		e.think.close = id
+	}
 	for i := plan.NumSlots - 1; i >= 0; i-- {
 		e.freeSlots = append(e.freeSlots, i)
 	}
@@ -133,6 +145,12 @@ func (e *Engine) Submit(ctx context.Context, r Request) (<-chan Output, error) {
 			return nil, fmt.Errorf("%w: prompt token %d is outside the vocabulary of %d", ErrRequest, id, e.m.Config.VocabSize)
 		}
 	}
+	if (r.ThinkingBudget != nil || r.Grammar != nil) && r.Reasoning != ReasoningNone && e.think.close < 0 {
+		return nil, fmt.Errorf("%w: the tokenizer has no </think> token to end reasoning with", ErrRequest)
+	}
+	if r.Grammar != nil && r.Grammar.Vocab() != e.GrammarVocab() {
+		return nil, fmt.Errorf("%w: the grammar was prepared for another vocabulary", ErrRequest)
+	}
 	if need := (len(r.Prompt) + r.MaxTokens + e.cfg.BlockSize - 1) / e.cfg.BlockSize; need > e.plan.NumBlocks && e.plan.BlockBytes > 0 {
 		return nil, fmt.Errorf("%w: %d prompt + %d output tokens need %d KV blocks, the cache has %d", ErrRequest, len(r.Prompt), r.MaxTokens, need, e.plan.NumBlocks)
 	}
@@ -151,7 +169,7 @@ func (e *Engine) Submit(ctx context.Context, r Request) (<-chan Output, error) {
 			return nil, err
 		}
 		s := &sequence{req: req, index: i, tokens: slices.Clone(r.Prompt), promptLen: len(r.Prompt), slot: -1,
-			sampler: sampler, decoder: e.tok.NewStreamDecoder(!r.KeepSpecial), stop: newStopMatcher(r.StopStrings)}
+			sampler: sampler, decoder: e.tok.NewStreamDecoder(!r.KeepSpecial), stop: newStopMatcher(r.StopStrings), guide: newGuide(&r)}
 		if sampler.Penalized() {
 			s.seen, s.counts = map[int32]bool{}, map[int32]int{}
 			for _, id := range r.Prompt {
@@ -324,11 +342,13 @@ func (e *Engine) postprocess(batch []scheduled, logits [][]float32) {
 func (e *Engine) sample(s *sequence, raw []float32, now time.Time) {
 	r := s.req
 	row := raw
+	forced := e.forced(s)
 	mask := s.generated < r.MinTokens
-	if mask || s.seen != nil {
+	constrained := s.guide.point != nil
+	if forced < 0 && (mask || s.seen != nil || constrained) {
 		row = slices.Clone(raw)
 	}
-	if mask { // min_tokens: no end of sequence yet
+	if mask && forced < 0 { // min_tokens: no end of sequence yet
 		for id := range r.stopIDs {
 			row[id] = float32(math.Inf(-1))
 		}
@@ -338,10 +358,19 @@ func (e *Engine) sample(s *sequence, raw []float32, now time.Time) {
 			}
 		}
 	}
-	if s.seen != nil {
+	if s.seen != nil && forced < 0 {
 		s.sampler.Penalize(row, s.seen, s.counts)
 	}
-	tok := s.sampler.Sample(row)
+	if constrained && forced < 0 {
+		if err := e.constrain(s, row); err != nil {
+			e.finish(s, FinishAbort, Output{Index: s.index}, err)
+			return
+		}
+	}
+	tok := forced
+	if tok < 0 {
+		tok = s.sampler.Sample(row)
+	}
 	s.tokens = append(s.tokens, tok)
 	s.generated++
 	if s.seen != nil {
@@ -363,6 +392,11 @@ func (e *Engine) sample(s *sequence, raw []float32, now time.Time) {
 		chosen, top := Logprobs(raw, tok, r.TopLogprobs)
 		out.Logprobs, out.TopLogprobs = []TokenLogprob{chosen}, [][]TokenLogprob{top}
 	}
+	complete, err := e.advance(s, tok)
+	if err != nil {
+		e.finish(s, FinishAbort, out, err)
+		return
+	}
 	finish := FinishReason("")
 	if (!r.IgnoreEOS && e.eos[tok]) || r.stopIDs[tok] {
 		finish = FinishStop
@@ -382,8 +416,11 @@ func (e *Engine) sample(s *sequence, raw []float32, now time.Time) {
 			finish = FinishStop
 		}
 	}
-	if finish == "" && (s.generated >= r.MaxTokens || len(s.tokens) >= e.cfg.MaxModelLen) {
+	if finish == "" && (complete || s.generated >= r.MaxTokens || len(s.tokens) >= e.cfg.MaxModelLen) {
 		finish = FinishLength
+		if complete { // the grammar has nothing more to add
+			finish = FinishStop
+		}
 		tail, _ := s.stop.push(s.decoder.Flush())
 		out.Text += tail + s.stop.flush()
 	}

@@ -4,6 +4,8 @@ import (
 	"errors"
 	"fmt"
 	"time"
+
+	"github.com/govllm/govllm/grammar"
 )
 
 // Request is one generation request.
@@ -19,6 +21,14 @@ type Request struct {
 	TopLogprobs  int  // and the k most likely tokens at each step
 	N            int  // completions (default 1)
 	KeepSpecial  bool // keep special tokens in the text (skip_special_tokens false)
+
+	// Grammar constrains the answer (after any reasoning block) to its
+	// language; nil leaves it free. Maskers may be shared by requests.
+	Grammar   *grammar.Masker
+	Reasoning Reasoning
+	// ThinkingBudget, if set, ends the reasoning block with </think> after
+	// that many tokens of it.
+	ThinkingBudget *int
 }
 
 // ErrRequest is wrapped by invalid requests.
@@ -78,6 +88,8 @@ func (r *Request) validate(maxLen int) error {
 		return fmt.Errorf("%w: n %d must be in [1, 64]", ErrRequest, r.N)
 	case r.TopLogprobs < 0 || r.TopLogprobs > 20:
 		return fmt.Errorf("%w: top_logprobs %d must be in [0, 20]", ErrRequest, r.TopLogprobs)
+	case r.ThinkingBudget != nil && *r.ThinkingBudget < 0:
+		return fmt.Errorf("%w: thinking_token_budget %d must be ≥ 0", ErrRequest, *r.ThinkingBudget)
 	case len(r.Prompt)+1 > maxLen:
 		return fmt.Errorf("%w: the prompt has %d tokens, the model length is %d", ErrRequest, len(r.Prompt), maxLen)
 	}

@@ -1,10 +1,12 @@
 package engine
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"slices"
 	"sort"
 )
 
@@ -104,7 +106,8 @@ func (s *Sampler) Penalized() bool {
 		s.p.PresencePenalty != 0 || s.p.FrequencyPenalty != 0
 }
 
-// Sample picks a token from one row of logits.
+// Sample picks a token from one row of logits. Tokens at -inf (masked)
+// are never drawn.
 func (s *Sampler) Sample(logits []float32) int32 {
 	if s.p.Temperature == 0 {
 		return argmax(logits)
@@ -113,24 +116,37 @@ func (s *Sampler) Sample(logits []float32) int32 {
 	if cap(s.probs) < n {
 		s.probs, s.order = make([]float64, n), make([]int, n)
 	}
-	probs, order := s.probs[:n], s.order[:n]
+	probs, order := s.probs[:n], s.order[:0]
 	mx := float64(logits[argmax(logits)])
 	var sum float64
 	for i, l := range logits {
 		probs[i] = math.Exp((float64(l) - mx) / s.p.Temperature)
 		sum += probs[i]
-		order[i] = i
+		if probs[i] > 0 {
+			order = append(order, i)
+		}
 	}
-	for i := range probs {
+	if s.p.TopK == 0 && s.p.TopP >= 1 && s.p.MinP == 0 {
+		// Plain temperature sampling needs no ranking.
+		r := s.rng.Float64() * sum
+		for _, i := range order {
+			r -= probs[i]
+			if r <= 0 {
+				return int32(i)
+			}
+		}
+		return int32(order[len(order)-1])
+	}
+	for _, i := range order {
 		probs[i] /= sum
 	}
-	sort.Slice(order, func(a, b int) bool {
-		if probs[order[a]] != probs[order[b]] {
-			return probs[order[a]] > probs[order[b]]
+	slices.SortFunc(order, func(a, b int) int {
+		if probs[a] != probs[b] {
+			return cmp.Compare(probs[b], probs[a])
 		}
-		return order[a] < order[b]
+		return a - b
 	})
-	keep := n
+	keep := len(order)
 	if s.p.TopK > 0 && s.p.TopK < keep {
 		keep = s.p.TopK
 	}

@@ -35,6 +35,7 @@ type sequence struct {
 	seen     map[int32]bool // for the repetition penalty
 	counts   map[int32]int  // output token counts, for presence/frequency
 	cached   int            // prompt tokens served from the prefix cache
+	guide    *guide         // reasoning block and grammar
 	done     bool
 
 	generated                   int

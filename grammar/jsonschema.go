@@ -172,6 +172,9 @@ var (
 )
 
 type schemaCompiler struct {
+	// noLT: strings write '<' only as \u003c, so that no string inside a
+	// tool call can spell its closing tag.
+	noLT     bool
 	e        *emitter
 	root     any
 	refs     map[string]string // $ref → its rule
@@ -185,12 +188,20 @@ func (c *schemaCompiler) fail(path, format string, args ...any) {
 	c.problems = append(c.problems, fmt.Sprintf("at %s: %s", path, fmt.Sprintf(format, args...)))
 }
 
+// lt is what a string class excludes besides JSON's escapes.
+func (c *schemaCompiler) lt() string {
+	if c.noLT {
+		return "<"
+	}
+	return ""
+}
+
 // prim defines a primitive rule and returns its name. Every value rule
 // ends in space, so that what follows a value may be preceded by some.
 func (c *schemaCompiler) prim(name string) string {
 	bodies := map[string]string{
 		"space":   `| " " | "\n"{1,2} [ \t]{0,20}`,
-		"char":    `[^"\\\x7F\x00-\x1F] | "\\" (["\\/bfnrt] | "u" ([0-9a-cA-CeEfF] [0-9a-fA-F]{3} | [dD] [0-7] [0-9a-fA-F]{2}))`,
+		"char":    `[^"\\\x7F\x00-\x1F` + c.lt() + `] | "\\" (["\\/bfnrt] | "u" ([0-9a-cA-CeEfF] [0-9a-fA-F]{3} | [dD] [0-7] [0-9a-fA-F]{2}))`,
 		"string":  `"\"" char* "\"" space`,
 		"integer": `"-"? ("0" | [1-9] [0-9]{0,15}) space`,
 		"number":  `"-"? ("0" | [1-9] [0-9]{0,15}) ("." [0-9]{1,16})? ([eE] [-+]? [0-9]{1,2})? space`,
@@ -304,7 +315,9 @@ func (c *schemaCompiler) visitObject(s *object, path string) string {
 	switch t := s.vals["type"].(type) {
 	case nil:
 		// No type: what the keywords present imply, or any value.
-		has := func(ks []string) bool { return slices.ContainsFunc(ks, func(k string) bool { _, ok := s.get(k); return ok }) }
+		has := func(ks []string) bool {
+			return slices.ContainsFunc(ks, func(k string) bool { _, ok := s.get(k); return ok })
+		}
 		switch {
 		case has(objectKeywords):
 			types = []string{"object"}
@@ -430,9 +443,18 @@ func ruleBase(path, kind string) string {
 
 // literal is the grammar of exactly the JSON value v.
 func (c *schemaCompiler) literal(v any) string {
+	return gbnfLiteral(c.encode(v)) + " " + c.prim("space")
+}
+
+// encode writes v as JSON; with noLT, '<' (only ever inside strings) as
+// \u003c, the same value.
+func (c *schemaCompiler) encode(v any) string {
 	var b strings.Builder
 	encodeJSON(&b, v)
-	return gbnfLiteral(b.String()) + " " + c.prim("space")
+	if c.noLT {
+		return strings.ReplaceAll(b.String(), "<", `\u003c`)
+	}
+	return b.String()
 }
 
 // ref compiles a local reference (#, #/$defs/..., #/definitions/...) as a
@@ -564,7 +586,11 @@ func (c *schemaCompiler) stringRule(s *object, path string) string {
 		return c.e.shared("format-"+f, `"\"" (`+body+`) "\"" `+c.prim("space"))
 	case hasPattern:
 		p, _ := pattern.(string)
-		body, err := regexBody(c.e, p, jsonText, false)
+		a := jsonText
+		if c.noLT {
+			a = jsonTextNoLT
+		}
+		body, err := regexBody(c.e, p, a, false)
 		if err != nil {
 			c.fail(path+"/pattern", "%v", strings.TrimPrefix(err.Error(), ErrGrammar.Error()+": "))
 			return c.prim("string")
@@ -636,9 +662,7 @@ func (c *schemaCompiler) objectRule(s *object, path string) string {
 	space := c.prim("space")
 	kv := make([]string, len(names))
 	for i, k := range names {
-		var key strings.Builder
-		encodeJSON(&key, k)
-		kv[i] = gbnfLiteral(key.String()) + " " + space + ` ":" ` + space + " " + c.visit(schemas[k], path+"/properties/"+escapePointer(k))
+		kv[i] = gbnfLiteral(c.encode(k)) + " " + space + ` ":" ` + space + " " + c.visit(schemas[k], path+"/properties/"+escapePointer(k))
 	}
 	base := ruleBase(path, "obj")
 	tailA, tailB := `""`, `""`
@@ -676,7 +700,7 @@ func (c *schemaCompiler) keyNotIn(names []string) string {
 	for _, n := range names {
 		at := root
 		for _, r := range n {
-			if _, esc := jsonEscape(r); esc {
+			if _, esc := jsonEscape(r, c.noLT); esc {
 				at = nil // a name needing escapes cannot be spelled without them
 				break
 			}
@@ -692,7 +716,7 @@ func (c *schemaCompiler) keyNotIn(names []string) string {
 			at.end = true
 		}
 	}
-	plain := c.e.define("plain-char", `[^"\\\x7F\x00-\x1F]`)
+	plain := c.e.define("plain-char", `[^"\\\x7F\x00-\x1F`+c.lt()+`]`)
 	var build func(n *node) string
 	build = func(n *node) string {
 		var alts []string
@@ -700,6 +724,9 @@ func (c *schemaCompiler) keyNotIn(names []string) string {
 			alts = append(alts, `"\""`)
 		}
 		excluded := []span{{'"', '"'}, {'\\', '\\'}, {0x7f, 0x7f}, {0, 0x1f}}
+		if c.noLT {
+			excluded = append(excluded, span{'<', '<'})
+		}
 		for _, r := range n.order {
 			alts = append(alts, gbnfLiteral(string(r))+" "+build(n.kids[r]))
 			excluded = append(excluded, span{r, r})

@@ -143,6 +143,9 @@ func NewMasker(g *Grammar, v *Vocab) *Masker {
 	return &Masker{g: g, v: v, byKey: map[string]*Point{}}
 }
 
+// Vocab is the vocabulary the masker masks.
+func (mk *Masker) Vocab() *Vocab { return mk.v }
+
 // Grammar is the masker's grammar.
 func (mk *Masker) Grammar() *Grammar { return mk.g }
 

@@ -24,8 +24,10 @@ func FromRegex(pattern string) (*Grammar, error) {
 type alphabet int
 
 const (
-	rawText alphabet = iota
-	jsonText
+	rawText  alphabet = iota
+	jsonText          // inside a JSON string: escapes where JSON needs them
+	jsonTextNoLT      // the same with '<' escaped too, inside a tool call's tags
+	xmlText           // an XML tool-call value: raw, without '<'
 )
 
 // regexBody compiles pattern to a GBNF expression. whole: the pattern must
@@ -169,7 +171,27 @@ func (rc *regexCompiler) anyChar(nl bool) string {
 // class is a character class in the output alphabet. In a JSON string the
 // code points that must be escaped are written as their one escape each.
 func (rc *regexCompiler) class(spans []span, negate bool) string {
-	if rc.a == rawText {
+	if rc.a == xmlText {
+		var kept []span
+		for _, s := range spans {
+			if s.lo <= '<' && s.hi >= '<' {
+				if s.lo < '<' {
+					kept = append(kept, span{s.lo, '<' - 1})
+				}
+				if s.hi > '<' {
+					kept = append(kept, span{'<' + 1, s.hi})
+				}
+				continue
+			}
+			kept = append(kept, s)
+		}
+		if len(kept) == 0 {
+			// Only '<', which would cut the value short: nothing matches.
+			return gbnfClass([]span{{0, unicode.MaxRune}}, true)
+		}
+		spans = kept
+	}
+	if rc.a != jsonText && rc.a != jsonTextNoLT {
 		if len(spans) == 1 && spans[0].lo == spans[0].hi {
 			return gbnfLiteral(string(spans[0].lo))
 		}
@@ -179,14 +201,14 @@ func (rc *regexCompiler) class(spans []span, negate bool) string {
 	var escapes []string
 	for _, s := range spans {
 		for lo := s.lo; lo <= s.hi; {
-			if esc, ok := jsonEscape(lo); ok {
+			if esc, ok := jsonEscape(lo, rc.a == jsonTextNoLT); ok {
 				escapes = append(escapes, gbnfLiteral(esc))
 				lo++
 				continue
 			}
 			hi := lo
 			for hi < s.hi {
-				if _, ok := jsonEscape(hi + 1); ok {
+				if _, ok := jsonEscape(hi+1, rc.a == jsonTextNoLT); ok {
 					break
 				}
 				hi++
@@ -212,9 +234,14 @@ func (rc *regexCompiler) class(spans []span, negate bool) string {
 	return rc.e.shared("char", strings.Join(alts, " | "))
 }
 
-// jsonEscape is how a JSON string writes r if r cannot appear as itself.
-func jsonEscape(r rune) (string, bool) {
+// jsonEscape is how a JSON string writes r if r cannot appear as itself
+// (or, with noLT, if r is '<').
+func jsonEscape(r rune, noLT bool) (string, bool) {
 	switch r {
+	case '<':
+		if noLT {
+			return `\u003c`, true
+		}
 	case '"':
 		return `\"`, true
 	case '\\':

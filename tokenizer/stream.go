@@ -19,10 +19,30 @@ func (t *Tokenizer) NewStreamDecoder(skipSpecial bool) *StreamDecoder {
 	return &StreamDecoder{t: t, skipSpecial: skipSpecial}
 }
 
+// markers are the reasoning and tool-call tags, kept in a stream's text
+// even where special tokens are skipped: the output parsers split the text
+// at them (some tokenizers mark them special, Qwen3's do not).
+var markers = []string{"<think>", "</think>", "<tool_call>", "</tool_call>"}
+
+// IsMarker reports whether id is a reasoning or tool-call tag.
+func (t *Tokenizer) IsMarker(id int32) bool {
+	for _, a := range t.added {
+		if a.ID == id {
+			for _, m := range markers {
+				if a.Content == m {
+					return true
+				}
+			}
+		}
+	}
+	return false
+}
+
 // Add appends one token and returns the text that is now complete.
 func (d *StreamDecoder) Add(id int32) (string, error) {
 	var err error
-	if d.pending, err = d.t.appendToken(d.pending, id, d.skipSpecial); err != nil {
+	skip := d.skipSpecial && !(d.t.IsSpecial(id) && d.t.IsMarker(id))
+	if d.pending, err = d.t.appendToken(d.pending, id, skip); err != nil {
 		return "", fmt.Errorf("tokenizer: id %d: %w", id, err)
 	}
 	n := completePrefix(d.pending)

@@ -175,6 +175,17 @@ func (t *Tokenizer) TokenBytes(id int32) []byte {
 	return b
 }
 
+// IsAdded reports whether id is an added token (special or not): chat and
+// tool markers such as <think> and <tool_call>, never plain text.
+func (t *Tokenizer) IsAdded(id int32) bool {
+	for _, a := range t.added {
+		if a.ID == id {
+			return true
+		}
+	}
+	return false
+}
+
 // IsSpecial reports whether id is a special added token.
 func (t *Tokenizer) IsSpecial(id int32) bool {
 	return id >= 0 && int(id) < len(t.special) && t.special[id]
