@@ -37,15 +37,16 @@ func JSONObject() *Grammar {
 // several spellings: properties come in the schema's order, only declared
 // ones unless additionalProperties says otherwise (as in OpenAI's strict
 // mode and llama.cpp), numbers have at most 16 digits before and after the
-// point and a two-digit exponent, whitespace runs are short, and \u escapes
-// exclude surrogates. Keywords it cannot enforce exactly are an error
+// point and a two-digit exponent, whitespace runs are short, \u escapes
+// exclude surrogates, and '<' is written \u003c, so that no string spells
+// a tag (<think>, <tool_call>) that a chat parser would act on. Keywords it cannot enforce exactly are an error
 // (SchemaError) naming each, never a looser grammar.
 func FromJSONSchema(schema []byte) (*Grammar, error) {
 	doc, err := decodeOrdered(schema)
 	if err != nil {
 		return nil, &SchemaError{Problems: []string{"not valid JSON: " + err.Error()}}
 	}
-	c := &schemaCompiler{e: newEmitter(), root: doc, refs: map[string]string{}}
+	c := &schemaCompiler{e: newEmitter(), root: doc, refs: map[string]string{}, noLT: true}
 	body := c.visit(doc, "")
 	if len(c.problems) > 0 {
 		return nil, &SchemaError{Problems: c.problems}
@@ -172,8 +173,8 @@ var (
 )
 
 type schemaCompiler struct {
-	// noLT: strings write '<' only as \u003c, so that no string inside a
-	// tool call can spell its closing tag.
+	// noLT: strings write '<' only as \u003c, so that no string can spell
+	// a tag (a tool call's closing one, <think>).
 	noLT     bool
 	e        *emitter
 	root     any

@@ -24,10 +24,10 @@ func FromRegex(pattern string) (*Grammar, error) {
 type alphabet int
 
 const (
-	rawText  alphabet = iota
-	jsonText          // inside a JSON string: escapes where JSON needs them
-	jsonTextNoLT      // the same with '<' escaped too, inside a tool call's tags
-	xmlText           // an XML tool-call value: raw, without '<'
+	rawText      alphabet = iota
+	jsonText              // inside a JSON string: escapes where JSON needs them
+	jsonTextNoLT          // the same with '<' escaped too, inside a tool call's tags
+	xmlText               // an XML tool-call value: raw, without '<'
 )
 
 // regexBody compiles pattern to a GBNF expression. whole: the pattern must

@@ -15,6 +15,7 @@ type chatRequest struct {
 	Messages            json.RawMessage `json:"messages"`
 	Tools               json.RawMessage `json:"tools"`
 	ToolChoice          json.RawMessage `json:"tool_choice"`
+	ParallelToolCalls   *bool           `json:"parallel_tool_calls"`
 	Logprobs            bool            `json:"logprobs"`
 	TopLogprobs         *int            `json:"top_logprobs"`
 	ChatTemplateKwargs  json.RawMessage `json:"chat_template_kwargs"`
@@ -93,6 +94,20 @@ func toolMode(raw json.RawMessage) (mode, name string, err error) {
 
 func strPtr(s string) *string { return &s }
 
+// promptReasoning tells from a rendered chat prompt where reasoning can be:
+// already open (Qwen3.5's generation prompt), closed and empty after the
+// last turn's start (thinking disabled), or up to the model (Qwen3's).
+func promptReasoning(prompt string) engine.Reasoning {
+	if chat.PromptOpensReasoning(prompt) {
+		return engine.ReasoningOpen
+	}
+	turn := prompt[strings.LastIndex(prompt, "<|im_start|>")+1:]
+	if strings.Contains(turn, "</think>") {
+		return engine.ReasoningNone
+	}
+	return engine.ReasoningMay
+}
+
 func (s *Server) chatCompletions(w http.ResponseWriter, r *http.Request) {
 	var req chatRequest
 	if err := decodeBody(w, r, s.opts.MaxBodyBytes, &req); err != nil {
@@ -129,6 +144,10 @@ func (s *Server) chatCompletions(w http.ResponseWriter, r *http.Request) {
 		writeError(w, err)
 		return
 	}
+	if (mode == "required" || mode == "named") && len(tools) == 0 {
+		writeError(w, badRequest("tool_choice", "tool_choice %s needs tools", mode))
+		return
+	}
 	if mode == "named" {
 		found := false
 		for _, t := range tools {
@@ -162,6 +181,22 @@ func (s *Server) chatCompletions(w http.ResponseWriter, r *http.Request) {
 		er.TopLogprobs = *req.TopLogprobs
 	}
 	er.Logprobs = req.Logprobs
+	er.Reasoning = promptReasoning(prompt)
+	if er.Grammar, err = s.constraint(&req.structuredFields); err != nil {
+		writeError(w, err)
+		return
+	}
+	if mode == "required" || mode == "named" {
+		if er.Grammar != nil {
+			writeError(w, badRequest("tool_choice", "tool_choice %s constrains the output to tool calls; it cannot be combined with another constraint", mode))
+			return
+		}
+		many := mode == "required" && (req.ParallelToolCalls == nil || *req.ParallelToolCalls)
+		if er.Grammar, err = s.toolCallMasker(tools, mode, named, many); err != nil {
+			writeError(w, err)
+			return
+		}
+	}
 	popts := chat.ParserOptions{InReasoning: chat.PromptOpensReasoning(prompt), Reasoning: true,
 		ToolCalls: len(tools) > 0 && mode != "none", Tools: tools}
 	parsers := make([]*chat.Parser, er.N)

@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/govllm/govllm/engine"
+	"github.com/govllm/govllm/grammar"
 	"github.com/govllm/govllm/internal/oracle"
 	"github.com/govllm/govllm/server"
 	"github.com/govllm/govllm/tokenizer"
@@ -38,6 +39,9 @@ func (s *scripted) Config() engine.Config { return engine.Config{MaxModelLen: 40
 func (s *scripted) Accepting() bool       { return true }
 func (s *scripted) VocabSize() int        { return 151936 }
 func (s *scripted) Capacity() int         { return 4096 }
+func (s *scripted) GrammarVocab() *grammar.Vocab {
+	return grammar.NewVocab(0, func(int32) []byte { return nil })
+}
 
 func scriptedClient(t *testing.T, pieces []string) openai.Client {
 	dir := filepath.Join(oracle.Dir(t), "..", "tokenizers", "qwen3")

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/govllm/govllm/engine"
+	"github.com/govllm/govllm/tokenizer/chat"
 )
 
 type completionRequest struct {
@@ -95,6 +96,13 @@ func (s *Server) completions(w http.ResponseWriter, r *http.Request) {
 		if err != nil {
 			writeError(w, err)
 			return
+		}
+		if er.Grammar, err = s.constraint(&req.structuredFields); err != nil {
+			writeError(w, err)
+			return
+		}
+		if text, err := s.tok.Decode(p, false); err == nil && chat.PromptOpensReasoning(text) {
+			er.Reasoning = engine.ReasoningOpen
 		}
 		if req.Logprobs != nil {
 			if *req.Logprobs < 0 || *req.Logprobs > 20 {

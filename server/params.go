@@ -33,6 +33,7 @@ type samplingFields struct {
 		IncludeUsage bool `json:"include_usage"`
 	} `json:"stream_options"`
 	SkipSpecialTokens *bool `json:"skip_special_tokens"`
+	structuredFields
 }
 
 func (f *samplingFields) includeUsage() bool {
@@ -130,6 +131,12 @@ func (f *samplingFields) request(prompt []int32, maxLen, capacity int) (engine.R
 		r.MinTokens = *f.MinTokens
 	}
 	r.KeepSpecial = f.SkipSpecialTokens != nil && !*f.SkipSpecialTokens
+	if b := f.ThinkingTokenBudget; b != nil {
+		if *b < 0 {
+			return r, badRequest("thinking_token_budget", "thinking_token_budget must be ≥ 0, got %d", *b)
+		}
+		r.ThinkingBudget = b
+	}
 	return r, nil
 }
 

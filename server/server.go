@@ -7,6 +7,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"errors"
+	"github.com/govllm/govllm/grammar"
 	"net/http"
 	"strings"
 	"sync/atomic"
@@ -38,6 +39,7 @@ type Engine interface {
 	Accepting() bool
 	VocabSize() int
 	Capacity() int
+	GrammarVocab() *grammar.Vocab
 }
 
 // Server serves the OpenAI API for one model.
@@ -48,6 +50,7 @@ type Server struct {
 	metrics  *metrics
 	mux      *http.ServeMux
 	draining atomic.Bool
+	grammars grammarCache
 	created  int64
 }
 

@@ -72,7 +72,10 @@ func start(t *testing.T, cfg engine.Config, opts server.Options) *fixture {
 	if err != nil {
 		t.Fatal(err)
 	}
-	opts.ModelName, opts.APIKey, opts.Template = "qwen35-dense", apiKey, tmpl
+	opts.ModelName, opts.APIKey = "qwen35-dense", apiKey
+	if opts.Template == nil {
+		opts.Template = tmpl
+	}
 	ts := httptest.NewServer(server.New(eng, tok, opts).Handler())
 	t.Cleanup(func() { ts.Close(); eng.Close(); m.Close() })
 	cli := openai.NewClient(option.WithBaseURL(ts.URL+"/v1/"), option.WithAPIKey(apiKey), option.WithMaxRetries(0))

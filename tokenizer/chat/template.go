@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 
 	"github.com/ardanlabs/jinja"
 )
@@ -18,7 +19,12 @@ type Template struct {
 	toolUse  *jinja.Template // the "tool_use" variant of a named list, if any
 	BOSToken string
 	EOSToken string
+	xmlCalls bool
 }
+
+// ToolCallsXML reports whether the template writes tool calls in Qwen3.5's
+// XML (<function=NAME><parameter=…>) rather than Qwen3's JSON.
+func (t *Template) ToolCallsXML() bool { return t.xmlCalls }
 
 // ErrTemplate is wrapped by errors about loading or rendering a template.
 var ErrTemplate = errors.New("chat template")
@@ -70,6 +76,7 @@ func LoadTemplate(dir, override string) (*Template, error) {
 	if t.tmpl, err = jinja.Compile(src); err != nil {
 		return nil, fmt.Errorf("chat: %w: %s: %v", ErrTemplate, t.Source, err)
 	}
+	t.xmlCalls = strings.Contains(src+toolSrc, "<function=")
 	if toolSrc != "" {
 		if t.toolUse, err = jinja.Compile(toolSrc); err != nil {
 			return nil, fmt.Errorf("chat: %w: %s (tool_use): %v", ErrTemplate, t.Source, err)
@@ -84,7 +91,7 @@ func ParseTemplate(src, bos, eos string) (*Template, error) {
 	if err != nil {
 		return nil, fmt.Errorf("chat: %w: %v", ErrTemplate, err)
 	}
-	return &Template{Source: "template", tmpl: tmpl, BOSToken: bos, EOSToken: eos}, nil
+	return &Template{Source: "template", tmpl: tmpl, BOSToken: bos, EOSToken: eos, xmlCalls: strings.Contains(src, "<function=")}, nil
 }
 
 func fileExists(p string) bool {
