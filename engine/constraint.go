@@ -93,43 +93,52 @@ func (e *Engine) constrain(s *sequence, row []float32) error {
 		}
 		return nil
 	}
-	m := r.Grammar.Mask(g.point)
-	keep := func(id int32) (float32, bool) {
-		if id < 0 || int(id) >= len(row) {
-			return 0, false
-		}
-		return row[id], true
+	m, extra := e.answerSet(s)
+	saved := make([]float32, len(extra))
+	for i, id := range extra {
+		saved[i] = row[id]
 	}
-	var ends []int32
-	var endLogits []float32
+	applyMask(row, m)
+	for i, id := range extra {
+		row[id] = saved[i]
+	}
+	if m.Empty() && len(extra) == 0 {
+		return e.noToken(s)
+	}
+	return nil
+}
+
+func (e *Engine) noToken(s *sequence) error {
+	return fmt.Errorf("engine: the grammar allows no token after %d generated tokens", s.generated)
+}
+
+// answerSet is what the grammar lets through in the answer (or before a
+// possible reasoning block): the mask's tokens, and beside them extra, the
+// ends of the sequence where the grammar accepts and <think> where a block
+// may open. Ids outside the model's vocabulary are left out.
+func (e *Engine) answerSet(s *sequence) (grammar.Mask, []int32) {
+	g, r := s.guide, s.req
+	m := r.Grammar.Mask(g.point)
+	var extra []int32
+	add := func(id int32) {
+		if id >= 0 && int(id) < e.m.Config.VocabSize && (int(id) >= len(m)*64 || !m.Has(id)) {
+			extra = append(extra, id)
+		}
+	}
 	if g.point.Accepting() {
 		for id := range r.stopIDs {
-			ends = append(ends, id)
+			add(id)
 		}
 		if !r.IgnoreEOS {
 			for id := range e.eos {
-				ends = append(ends, id)
+				add(id)
 			}
 		}
 	}
-	if g.phase == phaseMayThink && e.think.open >= 0 {
-		ends = append(ends, e.think.open)
+	if g.phase == phaseMayThink {
+		add(e.think.open)
 	}
-	for _, id := range ends {
-		l, _ := keep(id)
-		endLogits = append(endLogits, l)
-	}
-	applyMask(row, m)
-	allowed := !m.Empty()
-	for i, id := range ends {
-		if _, ok := keep(id); ok {
-			row[id], allowed = endLogits[i], true
-		}
-	}
-	if !allowed {
-		return fmt.Errorf("engine: the grammar allows no token after %d generated tokens", s.generated)
-	}
-	return nil
+	return m, extra
 }
 
 // applyMask sets the logits of the ids outside m to -inf.
@@ -152,7 +161,7 @@ func applyMask(row []float32, m grammar.Mask) {
 }
 
 // advance moves the guide past tok and reports whether the grammar is
-// complete (it accepts and allows nothing more), so the sequence ends.
+// complete (every parse has finished), so the sequence ends.
 func (e *Engine) advance(s *sequence, tok int32) (complete bool, err error) {
 	g, r := s.guide, s.req
 	switch g.phase {
@@ -177,5 +186,28 @@ func (e *Engine) advance(s *sequence, tok int32) (complete bool, err error) {
 	if g.point.Dead() {
 		return false, fmt.Errorf("engine: token %d left the grammar", tok)
 	}
-	return g.point.Accepting() && r.Grammar.Mask(g.point).Empty(), nil
+	return g.point.Final(), nil
+}
+
+// allows reports whether the guide's mask would let tok through, without
+// computing the mask: a sampled token is checked by advancing the grammar
+// over its bytes (transitions the masker caches).
+func (e *Engine) allows(s *sequence, tok int32) bool {
+	g, r := s.guide, s.req
+	if g.point == nil {
+		return true
+	}
+	if g.phase == phaseThinking {
+		return !e.eos[tok] && !r.stopIDs[tok]
+	}
+	if g.phase == phaseMayThink && tok == e.think.open {
+		return true
+	}
+	if r.stopIDs[tok] || !r.IgnoreEOS && e.eos[tok] {
+		return g.point.Accepting()
+	}
+	if !e.tok.Known(tok) || e.tok.IsAdded(tok) && !e.tok.IsMarker(tok) {
+		return false
+	}
+	return !r.Grammar.Advance(g.point, e.tok.TokenBytes(tok)).Dead()
 }

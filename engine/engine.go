@@ -339,13 +339,17 @@ func (e *Engine) postprocess(batch []scheduled, logits [][]float32) {
 	}
 }
 
+// maxRejections bounds the draws checked against a grammar before its mask
+// is computed.
+const maxRejections = 8
+
 func (e *Engine) sample(s *sequence, raw []float32, now time.Time) {
 	r := s.req
 	row := raw
 	forced := e.forced(s)
 	mask := s.generated < r.MinTokens
 	constrained := s.guide.point != nil
-	if forced < 0 && (mask || s.seen != nil || constrained) {
+	if forced < 0 && (mask || s.seen != nil || constrained && s.sampler.Ranked()) {
 		row = slices.Clone(raw)
 	}
 	if mask && forced < 0 { // min_tokens: no end of sequence yet
@@ -361,14 +365,43 @@ func (e *Engine) sample(s *sequence, raw []float32, now time.Time) {
 	if s.seen != nil && forced < 0 {
 		s.sampler.Penalize(row, s.seen, s.counts)
 	}
-	if constrained && forced < 0 {
+	tok := forced
+	switch {
+	case forced >= 0:
+	case constrained && !s.sampler.Ranked():
+		// Rejection sampling: draw from the whole row until the grammar
+		// allows the token (greedy: take the next best), which is exact for
+		// greedy and plain temperature sampling and needs no mask in most
+		// steps; after a few rejections the allowed set is small, and the
+		// mask (cached where states recur) is cheaper: draw from the masked
+		// row, also exact (p(t) + (1-Z)·p(t)/Z = p(t)/Z).
+		tok = s.sampler.Sample(row)
+		for try := 0; !e.allows(s, tok); try++ {
+			if try < maxRejections {
+				tok = s.sampler.Again(row)
+				continue
+			}
+			if s.guide.phase == phaseThinking { // only the ends are barred
+				row = slices.Clone(row)
+				e.constrain(s, row)
+				tok = s.sampler.Sample(row)
+			} else {
+				m, extra := e.answerSet(s)
+				tok = s.sampler.RedrawIn(row, m, extra)
+			}
+			if tok < 0 {
+				e.finish(s, FinishAbort, Output{Index: s.index}, e.noToken(s))
+				return
+			}
+			break
+		}
+	case constrained:
 		if err := e.constrain(s, row); err != nil {
 			e.finish(s, FinishAbort, Output{Index: s.index}, err)
 			return
 		}
-	}
-	tok := forced
-	if tok < 0 {
+		tok = s.sampler.Sample(row)
+	default:
 		tok = s.sampler.Sample(row)
 	}
 	s.tokens = append(s.tokens, tok)

@@ -5,9 +5,12 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	mathbits "math/bits"
 	"math/rand/v2"
 	"slices"
 	"sort"
+
+	"github.com/govllm/govllm/grammar"
 )
 
 // SamplingParams choose the next token from logits. Temperature 0 is greedy.
@@ -58,6 +61,8 @@ type Sampler struct {
 	rng   *rand.Rand
 	probs []float64
 	order []int
+	cdf   []float64 // the last plain draw's cumulative weights, for Again
+	tried []int32   // tokens Again has returned since the last Sample (greedy)
 }
 
 // NewSampler validates p and seeds the request's random stream.
@@ -106,6 +111,90 @@ func (s *Sampler) Penalized() bool {
 		s.p.PresencePenalty != 0 || s.p.FrequencyPenalty != 0
 }
 
+func (s *Sampler) fromCDF() int32 {
+	r := s.rng.Float64() * s.cdf[len(s.cdf)-1]
+	k, _ := slices.BinarySearch(s.cdf, r)
+	return int32(s.order[min(k, len(s.cdf)-1)])
+}
+
+// Again draws another token from the distribution of the last Sample of
+// logits, for rejection sampling: greedy gives the next best token,
+// temperature sampling an independent draw. Only for unranked samplers.
+func (s *Sampler) Again(logits []float32) int32 {
+	if s.p.Temperature > 0 {
+		return s.fromCDF()
+	}
+	if len(s.tried) == 0 {
+		s.tried = append(s.tried, argmax(logits))
+	}
+	best := int32(-1)
+	for i, l := range logits {
+		if (best < 0 || l > logits[best]) && !slices.Contains(s.tried, int32(i)) {
+			best = int32(i)
+		}
+	}
+	s.tried = append(s.tried, best)
+	return best
+}
+
+// RedrawIn samples again from the distribution of the last Sample of
+// logits, restricted to the ids in m and extra: for plain temperature
+// sampling from the probabilities already computed, for greedy the largest
+// logit among them. It returns -1 if none of them has any weight.
+func (s *Sampler) RedrawIn(logits []float32, m grammar.Mask, extra []int32) int32 {
+	each := func(f func(i int)) {
+		for w, bits := range m {
+			for bits != 0 {
+				i := w*64 + mathbits.TrailingZeros64(bits)
+				bits &= bits - 1
+				if i < len(logits) {
+					f(i)
+				}
+			}
+		}
+		for _, id := range extra {
+			f(int(id))
+		}
+	}
+	ninf := float32(math.Inf(-1))
+	if s.p.Temperature == 0 || len(s.probs) < len(logits) {
+		best := -1
+		each(func(i int) {
+			if logits[i] != ninf && (best < 0 || logits[i] > logits[best] || logits[i] == logits[best] && i < best) {
+				best = i
+			}
+		})
+		return int32(best)
+	}
+	var sum float64
+	each(func(i int) { sum += s.probs[i] })
+	if sum == 0 {
+		return -1
+	}
+	r, picked := s.rng.Float64()*sum, -1
+	each(func(i int) {
+		if picked < 0 && s.probs[i] > 0 {
+			if r -= s.probs[i]; r <= 0 {
+				picked = i
+			}
+		}
+	})
+	if picked < 0 { // rounding: the last with weight
+		each(func(i int) {
+			if s.probs[i] > 0 {
+				picked = i
+			}
+		})
+	}
+	return int32(picked)
+}
+
+// Ranked reports whether sampling truncates by rank or probability (top-k,
+// top-p, min-p), so that masking tokens out changes which others are kept.
+func (s *Sampler) Ranked() bool {
+	return s.p.Temperature > 0 && (s.p.TopK > 0 || s.p.TopP < 1 || s.p.MinP > 0)
+}
+
 // Sample picks a token from one row of logits. Tokens at -inf (masked)
 // are never drawn.
 func (s *Sampler) Sample(logits []float32) int32 {
@@ -117,6 +206,7 @@ func (s *Sampler) Sample(logits []float32) int32 {
 		s.probs, s.order = make([]float64, n), make([]int, n)
 	}
 	probs, order := s.probs[:n], s.order[:0]
+	s.tried = s.tried[:0]
 	mx := float64(logits[argmax(logits)])
 	var sum float64
 	for i, l := range logits {
@@ -127,15 +217,15 @@ func (s *Sampler) Sample(logits []float32) int32 {
 		}
 	}
 	if s.p.TopK == 0 && s.p.TopP >= 1 && s.p.MinP == 0 {
-		// Plain temperature sampling needs no ranking.
-		r := s.rng.Float64() * sum
+		// Plain temperature sampling needs no ranking: draw from the
+		// cumulative weights of the tokens that have any.
+		s.cdf = s.cdf[:0]
+		var c float64
 		for _, i := range order {
-			r -= probs[i]
-			if r <= 0 {
-				return int32(i)
-			}
+			c += probs[i]
+			s.cdf = append(s.cdf, c)
 		}
-		return int32(order[len(order)-1])
+		return s.fromCDF()
 	}
 	for _, i := range order {
 		probs[i] /= sum

@@ -2,7 +2,12 @@ package engine
 
 import (
 	"errors"
+	"math"
+	"math/rand/v2"
+	"slices"
 	"testing"
+
+	"github.com/govllm/govllm/grammar"
 )
 
 func TestGreedyAndSeededSampling(t *testing.T) {
@@ -90,4 +95,58 @@ func TestStopMatcherAcrossPieces(t *testing.T) {
 		}
 	}
 	t.Fatal("stop string not found")
+}
+
+// TestRejectionSamplingMatchesMasking: drawing from the whole row until an
+// allowed token comes (Again, then RedrawIn after a few rejections) gives
+// the distribution of sampling the masked row, and greedy the masked argmax.
+func TestRejectionSamplingMatchesMasking(t *testing.T) {
+	rng := rand.New(rand.NewPCG(9, 9))
+	const n = 60
+	logits := make([]float32, n)
+	for i := range logits {
+		logits[i] = float32(rng.NormFloat64() * 2)
+	}
+	mask := make(grammar.Mask, 1)
+	allowed := map[int32]bool{}
+	for len(allowed) < 6 {
+		id := int32(rng.IntN(n))
+		allowed[id] = true
+		mask[0] |= 1 << id
+	}
+	masked := slices.Clone(logits)
+	for i := range masked {
+		if !allowed[int32(i)] {
+			masked[i] = float32(math.Inf(-1))
+		}
+	}
+	for _, temp := range []float64{0, 1} {
+		seed := uint64(1)
+		rej, _ := NewSampler(SamplingParams{Temperature: temp, Seed: &seed})
+		ref, _ := NewSampler(SamplingParams{Temperature: temp, Seed: &seed})
+		const draws = 40000
+		got, want := map[int32]int{}, map[int32]int{}
+		for range draws {
+			tok := rej.Sample(logits)
+			for try := 0; !allowed[tok]; try++ {
+				if try == 3 {
+					tok = rej.RedrawIn(logits, mask, nil)
+					break
+				}
+				tok = rej.Again(logits)
+			}
+			got[tok]++
+			want[ref.Sample(masked)]++
+		}
+		for id := range allowed {
+			if d := math.Abs(float64(got[id]-want[id])) / draws; d > 0.01 {
+				t.Errorf("temperature %v: token %d drawn %d times by rejection, %d by masking", temp, id, got[id], want[id])
+			}
+		}
+		for id := range got {
+			if !allowed[id] {
+				t.Errorf("temperature %v: token %d is not allowed", temp, id)
+			}
+		}
+	}
 }

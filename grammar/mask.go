@@ -117,6 +117,9 @@ func (p *Point) Accepting() bool { return p.s.Accepting() }
 // Dead reports whether no continuation can match.
 func (p *Point) Dead() bool { return p.s.Dead() }
 
+// Final reports whether the input is a whole match that nothing extends.
+func (p *Point) Final() bool { return p.s.Final() }
+
 // Masker computes the masks of one grammar over one vocabulary: the tokens
 // whose bytes, appended at a point, leave it alive. It is a lazy
 // automaton: points are interned by their stacks, so a state that recurs

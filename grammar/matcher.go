@@ -118,6 +118,20 @@ func (s *State) Accepting() bool {
 	return slices.Contains(s.stacks, nil)
 }
 
+// Final reports whether the input is a whole match that nothing can
+// extend: every parse has finished.
+func (s *State) Final() bool {
+	if len(s.partial) > 0 || len(s.stacks) == 0 {
+		return false
+	}
+	for _, f := range s.stacks {
+		if f != nil {
+			return false
+		}
+	}
+	return true
+}
+
 // Key identifies the state: equal keys accept the same continuations.
 func (s *State) Key() string { return s.key }
 

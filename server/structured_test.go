@@ -235,7 +235,7 @@ func TestStructuredOutputKinds(t *testing.T) {
 		{"structured_outputs.regex", map[string]any{"structured_outputs": map[string]any{"regex": `(yes|no)!`}}, regexOK(`(yes|no)!`)},
 		{"guided_choice", map[string]any{"guided_choice": []string{"red", "green", "blue \"sky\""}}, regexOK(`red|green|blue "sky"`)},
 		{"grammar", map[string]any{"grammar": `root ::= "(" [0-9]{1,3} ("," [0-9]{1,3})* ")"`}, regexOK(`\(\d{1,3}(,\d{1,3})*\)`)},
-		{"guided_json string", map[string]any{"guided_json": `{"type": "integer"}`}, regexOK(`-?(0|[1-9]\d*)\s*`)},
+		{"guided_json string", map[string]any{"guided_json": `{"type": "integer"}`}, regexOK(`\s*-?(0|[1-9]\d*)\s*`)},
 	} {
 		for _, think := range []bool{false, true} {
 			body := chatBody(c.extra)
