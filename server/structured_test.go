@@ -375,3 +375,43 @@ func TestToolChoiceConstrainsCalls(t *testing.T) {
 		}
 	}
 }
+
+// TestStructuredStreamingMatches: a streamed constrained completion with
+// thinking on is the same text as the whole one (same seed), reasoning in
+// reasoning deltas and the schema's JSON in content deltas.
+func TestStructuredStreamingMatches(t *testing.T) {
+	f := start(t, engine.Config{MaxNumSeqs: 4}, server.Options{Template: qwen35Template(t, "qwen35-dense")})
+	schema := e2eSchemas[9]
+	var v map[string]any
+	json.Unmarshal([]byte(schema), &v)
+	params := openai.ChatCompletionNewParams{Model: "qwen35-dense", Messages: []openai.ChatCompletionMessageParamUnion{openai.UserMessage("a user")},
+		Temperature: openai.Float(1), Seed: openai.Int(11), MaxTokens: openai.Int(500),
+		ResponseFormat: openai.ChatCompletionNewParamsResponseFormatUnion{OfJSONSchema: &shared.ResponseFormatJSONSchemaParam{
+			JSONSchema: shared.ResponseFormatJSONSchemaJSONSchemaParam{Name: "u", Schema: v}}}}
+	opt := option.WithJSONSet("thinking_token_budget", 6)
+	full, err := f.cli.Chat.Completions.New(context.Background(), params, opt)
+	if err != nil {
+		t.Fatal(err)
+	}
+	stream := f.cli.Chat.Completions.NewStreaming(context.Background(), params, opt)
+	var content, reasoning strings.Builder
+	for stream.Next() {
+		if ch := stream.Current(); len(ch.Choices) > 0 {
+			content.WriteString(ch.Choices[0].Delta.Content)
+			var rc string
+			json.Unmarshal([]byte(ch.Choices[0].Delta.JSON.ExtraFields["reasoning_content"].Raw()), &rc)
+			reasoning.WriteString(rc)
+		}
+	}
+	if err := stream.Err(); err != nil {
+		t.Fatal(err)
+	}
+	var fullReasoning string
+	json.Unmarshal([]byte(full.Choices[0].Message.JSON.ExtraFields["reasoning_content"].Raw()), &fullReasoning)
+	if content.String() != full.Choices[0].Message.Content || reasoning.String() != fullReasoning || fullReasoning == "" {
+		t.Fatalf("streamed %q / %q, whole %q / %q", reasoning.String(), content.String(), fullReasoning, full.Choices[0].Message.Content)
+	}
+	if err := validJSON(referenceSchema(t, schema), content.String()); err != nil {
+		t.Fatalf("%q: %v", content.String(), err)
+	}
+}
