@@ -61,13 +61,13 @@ func BenchmarkConstrainedDecode(b *testing.B) {
 	}
 	// Reported per decode step (the mean inter-token time), since prefill
 	// and a constrained request's earlier end would skew tokens/s.
-	run := func(b *testing.B, masker func() *grammar.Masker) {
+	run := func(b *testing.B, masker func() *grammar.Masker, topP float64) {
 		var steps int
 		var decode time.Duration
 		seed := uint64(0)
 		for b.Loop() {
 			seed++
-			r := Request{Prompt: prompt, MaxTokens: 64, Sampling: SamplingParams{Temperature: 1, TopP: 1, Seed: &seed}}
+			r := Request{Prompt: prompt, MaxTokens: 64, Sampling: SamplingParams{Temperature: 1, TopP: topP, Seed: &seed}}
 			if masker != nil {
 				r.Grammar = masker()
 			}
@@ -88,13 +88,17 @@ func BenchmarkConstrainedDecode(b *testing.B) {
 		b.ReportMetric(float64(decode.Microseconds())/float64(steps), "µs/token")
 		b.ReportMetric(float64(steps)/float64(b.N), "tokens/request")
 	}
-	b.Run("free", func(b *testing.B) { run(b, nil) })
+	b.Run("free", func(b *testing.B) { run(b, nil, 1) })
 	for _, name := range []string{"schema", "json_object"} {
 		g := grammars[name]()
 		shared := grammar.NewMasker(g, e.GrammarVocab())
-		b.Run(fmt.Sprintf("%s/warm", name), func(b *testing.B) { run(b, func() *grammar.Masker { return shared }) })
+		b.Run(fmt.Sprintf("%s/warm", name), func(b *testing.B) { run(b, func() *grammar.Masker { return shared }, 1) })
 		b.Run(fmt.Sprintf("%s/cold", name), func(b *testing.B) {
-			run(b, func() *grammar.Masker { return grammar.NewMasker(grammars[name](), e.GrammarVocab()) })
+			run(b, func() *grammar.Masker { return grammar.NewMasker(grammars[name](), e.GrammarVocab()) }, 1)
 		})
 	}
+	// top-p ranks the masked row, so every step computes its mask.
+	b.Run("top_p/free", func(b *testing.B) { run(b, nil, 0.95) })
+	shared := grammar.NewMasker(grammars["schema"](), e.GrammarVocab())
+	b.Run("top_p/schema/warm", func(b *testing.B) { run(b, func() *grammar.Masker { return shared }, 0.95) })
 }

@@ -1,7 +1,6 @@
 package engine
 
 import (
-	"cmp"
 	"errors"
 	"fmt"
 	"math"
@@ -109,6 +108,58 @@ func (s *Sampler) Penalize(logits []float32, seen map[int32]bool, counts map[int
 func (s *Sampler) Penalized() bool {
 	return len(s.p.LogitBias) > 0 || (s.p.RepetitionPenalty != 0 && s.p.RepetitionPenalty != 1) ||
 		s.p.PresencePenalty != 0 || s.p.FrequencyPenalty != 0
+}
+
+// truncate applies min-p, top-k and top-p to order (tokens with weight) and
+// returns how many to keep: order[:keep] are then the most likely tokens
+// (by probability, then id), in no particular order. It selects rather
+// than sorts: over a 151k vocabulary a sort costs more than a model step.
+func (s *Sampler) truncate(order []int, probs []float64) int {
+	if s.p.MinP > 0 { // min-p keeps what is above a floor: filter first
+		pmax := 0.0
+		for _, i := range order {
+			pmax = max(pmax, probs[i])
+		}
+		kept := order[:0]
+		for _, i := range order {
+			if probs[i] >= s.p.MinP*pmax {
+				kept = append(kept, i)
+			}
+		}
+		order = kept
+	}
+	done := func(n int, mass float64) bool {
+		return s.p.TopK > 0 && n >= s.p.TopK || s.p.TopP < 1 && mass >= s.p.TopP
+	}
+	before := func(a, b int) bool { return probs[a] > probs[b] || probs[a] == probs[b] && a < b }
+	// Quickselect for the shortest prefix of the ranking that is done:
+	// order[:lo] ranks above order[lo:hi], which ranks above order[hi:],
+	// and mass is the weight of order[:lo].
+	lo, hi, mass := 0, len(order), 0.0
+	for lo < hi {
+		mid := lo + (hi-lo)/2
+		order[mid], order[hi-1] = order[hi-1], order[mid]
+		pivot := order[hi-1]
+		m := lo
+		var above float64
+		for j := lo; j < hi-1; j++ {
+			if before(order[j], pivot) {
+				order[j], order[m] = order[m], order[j]
+				above += probs[order[m]]
+				m++
+			}
+		}
+		order[m], order[hi-1] = order[hi-1], order[m]
+		switch {
+		case done(m, mass+above):
+			hi = m // the prefix ends before the pivot
+		case done(m+1, mass+above+probs[pivot]):
+			return m + 1
+		default:
+			lo, mass = m+1, mass+above+probs[pivot]
+		}
+	}
+	return lo
 }
 
 func (s *Sampler) fromCDF() int32 {
@@ -230,32 +281,7 @@ func (s *Sampler) Sample(logits []float32) int32 {
 	for _, i := range order {
 		probs[i] /= sum
 	}
-	slices.SortFunc(order, func(a, b int) int {
-		if probs[a] != probs[b] {
-			return cmp.Compare(probs[b], probs[a])
-		}
-		return a - b
-	})
-	keep := len(order)
-	if s.p.TopK > 0 && s.p.TopK < keep {
-		keep = s.p.TopK
-	}
-	if s.p.TopP < 1 {
-		var cum float64
-		for i := 0; i < keep; i++ {
-			cum += probs[order[i]]
-			if cum >= s.p.TopP {
-				keep = i + 1
-				break
-			}
-		}
-	}
-	if s.p.MinP > 0 {
-		floor := s.p.MinP * probs[order[0]]
-		for keep > 1 && probs[order[keep-1]] < floor {
-			keep--
-		}
-	}
+	keep := s.truncate(order, probs)
 	var total float64
 	for _, i := range order[:keep] {
 		total += probs[i]

@@ -150,3 +150,66 @@ func TestRejectionSamplingMatchesMasking(t *testing.T) {
 		}
 	}
 }
+
+// TestTruncateMatchesSorting: the selection that top-k, top-p and min-p
+// keep is the prefix a full sort would keep.
+func TestTruncateMatchesSorting(t *testing.T) {
+	rng := rand.New(rand.NewPCG(4, 4))
+	for c := range 300 {
+		n := 1 + rng.IntN(300)
+		probs := make([]float64, n)
+		var sum float64
+		for i := range probs {
+			probs[i] = math.Exp(rng.NormFloat64() * float64(1+c%4))
+			if rng.IntN(5) == 0 && i > 0 {
+				probs[i] = probs[i-1] // ties
+			}
+			sum += probs[i]
+		}
+		for i := range probs {
+			probs[i] /= sum
+		}
+		p := SamplingParams{Temperature: 1, TopK: rng.IntN(3) * rng.IntN(n+1), TopP: []float64{1, 0.5, 0.9, 0.99}[rng.IntN(4)], MinP: []float64{0, 0, 0.05}[rng.IntN(3)]}
+		s := &Sampler{p: p}
+		order := make([]int, n)
+		for i := range order {
+			order[i] = i
+		}
+		keep := s.truncate(order, probs)
+		got := slices.Sorted(slices.Values(order[:keep]))
+		// The reference: sort, then cut as top-k, top-p, min-p say.
+		ref := make([]int, n)
+		for i := range ref {
+			ref[i] = i
+		}
+		slices.SortFunc(ref, func(a, b int) int {
+			if probs[a] != probs[b] {
+				if probs[a] > probs[b] {
+					return -1
+				}
+				return 1
+			}
+			return a - b
+		})
+		k := n
+		if p.TopK > 0 && p.TopK < k {
+			k = p.TopK
+		}
+		if p.TopP < 1 {
+			var cum float64
+			for i := 0; i < k; i++ {
+				if cum += probs[ref[i]]; cum >= p.TopP {
+					k = i + 1
+					break
+				}
+			}
+		}
+		for p.MinP > 0 && k > 1 && probs[ref[k-1]] < p.MinP*probs[ref[0]] {
+			k--
+		}
+		want := slices.Sorted(slices.Values(ref[:k]))
+		if !slices.Equal(got, want) {
+			t.Fatalf("case %d (%+v, n %d): kept %v, sorting keeps %v", c, p, n, got, want)
+		}
+	}
+}

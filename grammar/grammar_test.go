@@ -1,6 +1,7 @@
 package grammar
 
 import (
+	"bytes"
 	"errors"
 	"math/rand/v2"
 	"strings"
@@ -166,6 +167,51 @@ x ::= ("y" | .)?`, `root ::= [^\n"\\] "\u00e9"`, "root ::= a\na ::= a", `root ::
 		s := g.Start()
 		for i := 0; i < len(input) && !s.Dead(); i++ {
 			s = s.AdvanceByte(input[i])
+		}
+	})
+}
+
+// FuzzMaskAgreesWithStates: for any grammar and vocabulary (tokens split
+// at 0xFF bytes), the mask at each point along a path equals advancing the
+// state over each token, and the masker's points agree with the states.
+func FuzzMaskAgreesWithStates(f *testing.F) {
+	f.Add(`root ::= [^{}]* "}"`, "a\xffé\xff\xc3\xff\xa9\xff}\xff漢")
+	f.Add(`root ::= ([a-bé]+ " ")* "漢"`, "ab\xff \xff\xe6\xff\xbc\xa2\xff漢")
+	f.Add(`root ::= "x" [\u0100-\U0010FFFF]? [^a]`, "x\xff\xc4\xff\x80b\xffa\xff\xf0\x9f\xff\x98\x80")
+	f.Fuzz(func(t *testing.T, src, vocab string) {
+		if len(src) > 256 || len(vocab) > 256 {
+			return
+		}
+		g, err := ParseGBNF(src)
+		if err != nil {
+			return
+		}
+		toks := bytes.Split([]byte(vocab), []byte{0xff})
+		v := NewVocab(len(toks), func(id int32) []byte { return toks[id] })
+		mk := NewMasker(g, v)
+		s, p := g.Start(), mk.Start()
+		for step := 0; step < 8; step++ {
+			m := mk.Mask(p)
+			next := -1
+			for id, tok := range toks {
+				want := len(tok) > 0 && !s.Advance(tok).Dead()
+				if m.Has(int32(id)) != want {
+					t.Fatalf("state %q: token %q: mask %v, states %v", s.Key(), tok, m.Has(int32(id)), want)
+				}
+				if want && next < 0 {
+					next = (id + step) % len(toks)
+					for len(toks[next]) == 0 || !m.Has(int32(next)) {
+						next = (next + 1) % len(toks)
+					}
+				}
+			}
+			if next < 0 {
+				return
+			}
+			s, p = s.Advance(toks[next]), mk.Advance(p, toks[next])
+			if s.Accepting() != p.Accepting() || s.Dead() != p.Dead() || s.Key() != p.s.Key() {
+				t.Fatalf("after %q: state %q, point %q", toks[next], s.Key(), p.s.Key())
+			}
 		}
 	})
 }

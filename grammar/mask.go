@@ -3,6 +3,7 @@ package grammar
 import (
 	"sort"
 	"sync"
+	"unicode/utf8"
 )
 
 // Vocab is a vocabulary prepared for masking, once per tokenizer: every
@@ -100,12 +101,52 @@ func (m Mask) Empty() bool {
 }
 
 // Point is a state of a masker's automaton: a grammar State interned, with
-// its transitions by byte found as they are needed and its mask once
-// asked for. Points are shared by every sequence that uses the masker.
+// its transitions found as they are needed and its mask once asked for.
+// Points are shared by every sequence that uses the masker.
+//
+// Transitions by ASCII byte are a table. A code point of several bytes is
+// read whole (its leading bytes only prune: is any class of the stacks
+// able to hold a code point that starts so?), and its transition is keyed
+// by which stacks' classes match it, since that alone decides the next
+// state: inside a JSON string every character but a few leads to one
+// point, so a state needs no points for partial code points, and a new
+// state costs a handful of transitions, not thousands.
 type Point struct {
-	s    *State
-	next *[256]*Point // nil entries not yet computed
-	mask Mask
+	s     *State
+	ascii *[utf8.RuneSelf]*Point // nil entries not yet computed
+	bySig map[uint64]*Point      // by the set of stacks a code point matches
+	mask  Mask
+	// wide: where every non-ASCII code point leads, if they all lead to
+	// one point (each stack's class holds all of them or none), which
+	// spares the walk the stacks for most multi-byte characters.
+	wide      *Point
+	wideKnown bool
+}
+
+// uniformWide computes p.wide: nil if non-ASCII code points differ.
+func (mk *Masker) uniformWide(p *Point) *Point {
+	if p.wideKnown {
+		return p.wide
+	}
+	if len(p.s.partial) > 0 { // its stacks wait for a particular code point
+		p.wideKnown = true
+		return nil
+	}
+	p.wideKnown = true
+	uniform := true
+	for _, f := range p.s.stacks {
+		if f == nil {
+			continue
+		}
+		e := p.s.g.rules[f.rule][f.alt][f.idx]
+		all := !elem{rule: -1, spans: e.spans, negate: !e.negate}.intersects(utf8.RuneSelf, utf8.MaxRune)
+		none := !e.intersects(utf8.RuneSelf, utf8.MaxRune)
+		uniform = uniform && (all || none)
+	}
+	if uniform {
+		p.wide = mk.stepRune(p, 0x4E00) // any non-ASCII code point will do
+	}
+	return p.wide
 }
 
 // dead is the point every transition that the grammar rejects leads to.
@@ -174,32 +215,168 @@ func (mk *Masker) intern(s *State) *Point {
 	return p
 }
 
-// step is the transition of p by byte b; mu is held.
+// step is the transition of p (with no partial code point) by an ASCII
+// byte; mu is held.
 func (mk *Masker) step(p *Point, b byte) *Point {
 	if p == dead {
 		return dead
 	}
-	if p.next == nil {
-		p.next = new([256]*Point)
+	if p.ascii == nil {
+		p.ascii = new([utf8.RuneSelf]*Point)
 	}
-	if q := p.next[b]; q != nil {
+	if q := p.ascii[b]; q != nil {
 		return q
 	}
 	q := mk.intern(p.s.AdvanceByte(b))
-	p.next[b] = q
+	p.ascii[b] = q
 	return q
+}
+
+// stepRune is the transition of p by the code point r (completing p's
+// partial one, if it has one); mu is held.
+func (mk *Masker) stepRune(p *Point, r rune) *Point {
+	stacks := p.s.stacks
+	if len(stacks) > 64 { // too many to key: computed each time
+		return mk.intern(newState(p.s.g, p.s.g.stepRune(&frames{}, nil, stacks, r), nil))
+	}
+	var sig uint64
+	for i, f := range stacks {
+		if f != nil && p.s.g.rules[f.rule][f.alt][f.idx].matches(r) {
+			sig |= 1 << i
+		}
+	}
+	if sig == 0 {
+		return dead
+	}
+	if q, ok := p.bySig[sig]; ok {
+		return q
+	}
+	q := mk.intern(newState(p.s.g, p.s.g.stepRune(&frames{}, nil, stacks, r), nil))
+	if p.bySig == nil {
+		p.bySig = map[uint64]*Point{}
+	}
+	p.bySig[sig] = q
+	return q
+}
+
+// cursor is a point and the leading bytes of a code point read after it:
+// either pend (checked against the stacks' classes), or, where every
+// non-ASCII code point leads to one point (p.wide), only the count of
+// continuation bytes still needed and the range the next must be in.
+type cursor struct {
+	p      *Point
+	pend   [utf8.UTFMax]byte
+	n      uint8
+	need   uint8
+	lo, hi byte
+}
+
+// utf8Lead reads a lead byte: how many continuation bytes follow and the
+// range of the first (narrower after E0, ED, F0 and F4).
+func utf8Lead(b byte) (need, lo, hi byte, ok bool) {
+	switch {
+	case b >= 0xC2 && b <= 0xDF:
+		return 1, 0x80, 0xBF, true
+	case b == 0xE0:
+		return 2, 0xA0, 0xBF, true
+	case b == 0xED:
+		return 2, 0x80, 0x9F, true
+	case b >= 0xE1 && b <= 0xEF:
+		return 2, 0x80, 0xBF, true
+	case b == 0xF0:
+		return 3, 0x90, 0xBF, true
+	case b == 0xF4:
+		return 3, 0x80, 0x8F, true
+	case b >= 0xF1 && b <= 0xF3:
+		return 3, 0x80, 0xBF, true
+	}
+	return 0, 0, 0, false
+}
+
+func cursorAt(p *Point) cursor {
+	c := cursor{p: p}
+	c.n = uint8(copy(c.pend[:], p.s.partial))
+	return c
+}
+
+// next is the cursor after byte b; ok is false where the grammar (or
+// UTF-8) rejects it.
+func (mk *Masker) next(c cursor, b byte) (cursor, bool) {
+	if c.need > 0 { // a code point that only UTF-8 decides
+		if b < c.lo || b > c.hi {
+			return c, false
+		}
+		c.need--
+		c.lo, c.hi = 0x80, 0xBF
+		if c.need == 0 {
+			return cursor{p: c.p.wide}, true
+		}
+		return c, true
+	}
+	if c.p == dead {
+		return c, false
+	}
+	if c.n == 0 {
+		if b < utf8.RuneSelf {
+			q := mk.step(c.p, b)
+			return cursor{p: q}, q != dead
+		}
+		if w := mk.uniformWide(c.p); w != nil {
+			need, lo, hi, ok := utf8Lead(b)
+			if w == dead || !ok {
+				return c, false
+			}
+			return cursor{p: c.p, need: need, lo: lo, hi: hi}, true
+		}
+	}
+	if c.n == utf8.UTFMax {
+		return c, false
+	}
+	c.pend[c.n] = b
+	c.n++
+	pend := c.pend[:c.n]
+	if !utf8.FullRune(pend) {
+		lo, hi, valid := runeRange(pend)
+		return c, valid && c.p.s.intersects(lo, hi)
+	}
+	r, size := utf8.DecodeRune(pend)
+	if r == utf8.RuneError && size <= 1 {
+		return c, false
+	}
+	q := mk.stepRune(c.p, r)
+	return cursor{p: q}, q != dead
+}
+
+// pendingLen is the length of the incomplete code point that ends b.
+func pendingLen(b []byte) int {
+	for back := 1; back <= 3 && back <= len(b); back++ {
+		if c := b[len(b)-back]; c >= 0xC0 {
+			return back
+		}
+	}
+	return 0
 }
 
 // Advance returns the point after the bytes b.
 func (mk *Masker) Advance(p *Point, b []byte) *Point {
 	mk.mu.Lock()
 	defer mk.mu.Unlock()
-	for _, c := range b {
-		if p = mk.step(p, c); p == dead {
-			break
+	c := cursorAt(p)
+	for _, x := range b {
+		var ok bool
+		if c, ok = mk.next(c, x); !ok {
+			return dead
 		}
 	}
-	return p
+	// Ending inside a code point is a state of its own, made from the
+	// bytes since the last whole one.
+	if c.need > 0 {
+		return mk.intern(c.p.s.Advance(b[len(b)-pendingLen(b):]))
+	}
+	if k := int(c.n) - len(c.p.s.partial); k > 0 {
+		return mk.intern(c.p.s.Advance(b[len(b)-k:]))
+	}
+	return c.p
 }
 
 // Mask returns the tokens allowed at p. The mask is shared: do not modify
@@ -224,15 +401,15 @@ func (mk *Masker) Mask(p *Point) Mask {
 }
 
 // walk marks the tokens that p can take, in one pass over the trie's
-// entries: at[d] is the point after the first d bytes of the current
+// entries: at[d] is the cursor after the first d bytes of the current
 // entry's path, and a subtree whose prefix the grammar rejects is skipped.
 func (mk *Masker) walk(p *Point, m Mask) {
-	at := []*Point{p}
+	at := []cursor{cursorAt(p)}
 	es := mk.v.entries
 	for i := 0; i < len(es); {
 		e := &es[i]
-		q := mk.step(at[e.depth-1], e.b)
-		if q == dead {
+		c, ok := mk.next(at[e.depth-1], e.b)
+		if !ok {
 			i = int(e.end)
 			continue
 		}
@@ -240,9 +417,9 @@ func (mk *Masker) walk(p *Point, m Mask) {
 			m.set(id)
 		}
 		if int(e.depth) == len(at) {
-			at = append(at, q)
+			at = append(at, c)
 		} else {
-			at[e.depth] = q
+			at[e.depth] = c
 		}
 		i++
 	}

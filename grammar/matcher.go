@@ -15,15 +15,31 @@ type frame struct {
 	next           *frame
 }
 
-// frames allocates frames in chunks: a mask walk makes millions.
-type frames struct{ buf []frame }
+// frames allocates the frames of one step, in chunks, and interns them:
+// a frame made twice with the same continuation is one frame, so that an
+// expansion reached again is seen (grammars with nested nullable
+// repetitions reach the same frames along exponentially many paths).
+type frames struct {
+	buf      []frame
+	byValue  map[frame]*frame
+	expanded map[*frame]bool
+}
 
 func (a *frames) make(rule, alt, idx int32, next *frame) *frame {
+	k := frame{rule, alt, idx, next}
+	if f, ok := a.byValue[k]; ok {
+		return f
+	}
 	if len(a.buf) == cap(a.buf) { // a new chunk: the old one stays for its frames
 		a.buf = make([]frame, 0, min(4096, max(16, 2*cap(a.buf))))
 	}
-	a.buf = append(a.buf, frame{rule, alt, idx, next})
-	return &a.buf[len(a.buf)-1]
+	a.buf = append(a.buf, k)
+	f := &a.buf[len(a.buf)-1]
+	if a.byValue == nil {
+		a.byValue, a.expanded = map[frame]*frame{}, map[*frame]bool{}
+	}
+	a.byValue[k] = f
+	return f
 }
 
 // State is where a generation is in the grammar: every parse stack that
@@ -52,6 +68,13 @@ func (g *Grammar) Start() *State {
 // by a character class (or is nil: finished).
 func (g *Grammar) expand(a *frames, out []*frame, f *frame) []*frame {
 	for f != nil {
+		if a.expanded[f] { // its stacks are in out already
+			return out
+		}
+		if a.expanded == nil {
+			a.byValue, a.expanded = map[frame]*frame{}, map[*frame]bool{}
+		}
+		a.expanded[f] = true
 		seq := g.rules[f.rule][f.alt]
 		if int(f.idx) == len(seq) {
 			f = f.next // the sequence is done; its caller resumes
@@ -116,6 +139,17 @@ func (s *State) Accepting() bool {
 		return false
 	}
 	return slices.Contains(s.stacks, nil)
+}
+
+// intersects reports whether some stack's class holds a code point in
+// [lo, hi].
+func (s *State) intersects(lo, hi rune) bool {
+	for _, f := range s.stacks {
+		if f != nil && s.g.rules[f.rule][f.alt][f.idx].intersects(lo, hi) {
+			return true
+		}
+	}
+	return false
 }
 
 // Final reports whether the input is a whole match that nothing can
