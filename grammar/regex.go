@@ -127,7 +127,8 @@ func (rc *regexCompiler) expr(re *syntax.Regexp) (string, error) {
 			return fmt.Sprintf("(%s){%d,}", sub, re.Min), nil
 		}
 		return fmt.Sprintf("(%s){%d,%d}", sub, re.Min, re.Max), nil
-	case syntax.OpConcat:
+	case syntax.OpConcat, syntax.OpAlternate:
+		sep := map[syntax.Op]string{syntax.OpConcat: " ", syntax.OpAlternate: " | "}[re.Op]
 		var parts []string
 		for _, s := range re.Sub {
 			p, err := rc.expr(s)
@@ -136,17 +137,7 @@ func (rc *regexCompiler) expr(re *syntax.Regexp) (string, error) {
 			}
 			parts = append(parts, p)
 		}
-		return "(" + strings.Join(parts, " ") + ")", nil
-	case syntax.OpAlternate:
-		var parts []string
-		for _, s := range re.Sub {
-			p, err := rc.expr(s)
-			if err != nil {
-				return "", err
-			}
-			parts = append(parts, p)
-		}
-		return "(" + strings.Join(parts, " | ") + ")", nil
+		return "(" + strings.Join(parts, sep) + ")", nil
 	}
 	return "", fmt.Errorf("unsupported construct %v", re.Op)
 }

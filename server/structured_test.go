@@ -18,38 +18,17 @@ import (
 	"github.com/santhosh-tekuri/jsonschema/v6"
 
 	"github.com/govllm/govllm/engine"
+	"github.com/govllm/govllm/internal/jsonref"
 	"github.com/govllm/govllm/internal/oracle"
 	"github.com/govllm/govllm/server"
 	"github.com/govllm/govllm/tokenizer/chat"
 )
 
-// referenceSchema compiles a schema with santhosh-tekuri/jsonschema (draft
-// 2020-12, formats asserted), the reference outputs are validated with.
 func referenceSchema(t *testing.T, schema string) *jsonschema.Schema {
-	t.Helper()
-	doc, err := jsonschema.UnmarshalJSON(strings.NewReader(schema))
-	if err != nil {
-		t.Fatal(err)
-	}
-	c := jsonschema.NewCompiler()
-	c.AssertFormat()
-	if err := c.AddResource("s.json", doc); err != nil {
-		t.Fatal(err)
-	}
-	s, err := c.Compile("s.json")
-	if err != nil {
-		t.Fatal(err)
-	}
-	return s
+	return jsonref.Compile(t, schema)
 }
 
-func validJSON(ref *jsonschema.Schema, text string) error {
-	inst, err := jsonschema.UnmarshalJSON(strings.NewReader(text))
-	if err != nil {
-		return err
-	}
-	return ref.Validate(inst)
-}
+func validJSON(ref *jsonschema.Schema, text string) error { return jsonref.Validate(ref, text) }
 
 // e2eSchemas are bounded (strings, arrays and nesting have limits) so that
 // a random model ends each within max_tokens.
