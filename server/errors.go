@@ -55,7 +55,7 @@ func decodeBody(w http.ResponseWriter, r *http.Request, limit int64, v any) erro
 			return &apiError{Status: http.StatusRequestEntityTooLarge, Type: "invalid_request_error",
 				Message: fmt.Sprintf("request body exceeds %d bytes", tooBig.Limit)}
 		case errors.As(err, &typeErr):
-			field := strings.TrimPrefix(typeErr.Field, "samplingFields.")
+			field := strings.TrimPrefix(strings.TrimPrefix(typeErr.Field, "samplingFields."), "structuredFields.")
 			return badRequest(field, "field %q: expected %v, got JSON %s", field, typeErr.Type, typeErr.Value)
 		case errors.As(err, &syntax):
 			return badRequest("", "malformed JSON at byte %d: %v", syntax.Offset, err)

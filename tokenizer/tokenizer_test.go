@@ -274,3 +274,29 @@ func TestGGUFTokenizerMatchesTokenizerJSON(t *testing.T) {
 		f.Close()
 	}
 }
+
+// FuzzFromJSON loads hostile tokenizer.json files: a tokenizer or an
+// error, never a panic; a loaded one encodes and decodes.
+func FuzzFromJSON(f *testing.F) {
+	raw, err := os.ReadFile(filepath.Join(oracle.Dir(f), "qwen35-dense", "tokenizer.json"))
+	if err != nil {
+		f.Fatal(err)
+	}
+	f.Add(raw)
+	f.Add([]byte(`{"model":{"type":"BPE","vocab":{"a":0,"b":1,"ab":2},"merges":["a b"]},"added_tokens":[{"id":3,"content":"<x>","special":true}]}`))
+	f.Add([]byte(`{"model":{"type":"BPE","vocab":{"a":0},"merges":[["a","a"]]},"pre_tokenizer":{"type":"Split","pattern":{"Regex":"("}}}`))
+	f.Add([]byte(`{"model":{"type":"WordPiece"}}`))
+	f.Fuzz(func(t *testing.T, raw []byte) {
+		if len(raw) > 1<<16 {
+			return
+		}
+		tok, err := FromJSON(raw)
+		if err != nil {
+			return
+		}
+		ids := tok.Encode("Hello <x> wörld ab 12")
+		if _, err := tok.Decode(ids, false); err != nil {
+			t.Logf("decode: %v", err) // an error is fine; a panic is not
+		}
+	})
+}

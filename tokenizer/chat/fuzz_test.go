@@ -1,0 +1,70 @@
+package chat
+
+import (
+	"encoding/json"
+	"errors"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/govllm/govllm/internal/oracle"
+)
+
+// FuzzRenderMessages renders hostile requests (messages, tools and
+// template variables as the API passes them) through the real Qwen3 and
+// Qwen3.5 templates: a prompt or an ErrTemplate error, never a panic.
+func FuzzRenderMessages(f *testing.F) {
+	dir := filepath.Join(oracle.Dir(f), "..")
+	q3, err := LoadTemplate(filepath.Join(dir, "tokenizers", "qwen3"), "")
+	if err != nil {
+		f.Fatal(err)
+	}
+	q35, err := LoadTemplate(filepath.Join(dir, "tokenizers", "qwen3"), filepath.Join(dir, "templates", "qwen3.5.jinja"))
+	if err != nil {
+		f.Fatal(err)
+	}
+	raw, err := os.ReadFile(filepath.Join(dir, "oracle", "chat_qwen35.json"))
+	if err != nil {
+		f.Fatal(err)
+	}
+	var doc struct{ Cases []renderCase }
+	json.Unmarshal(raw, &doc)
+	for _, c := range doc.Cases {
+		f.Add(string(c.Messages), string(c.Tools), string(c.Kwargs))
+	}
+	f.Add(`[{"role":"user","content":[{"type":"text","text":{"a":1}}]}]`, `[{"function":null}]`, `{"enable_thinking":"x"}`)
+	f.Add(`[{"role":"assistant","tool_calls":[{"function":{"name":1,"arguments":"{"}}]}]`, `null`, `[]`)
+	f.Fuzz(func(t *testing.T, messages, tools, kwargs string) {
+		if len(messages)+len(tools)+len(kwargs) > 4096 {
+			return
+		}
+		for _, tmpl := range []*Template{q3, q35} {
+			_, err := tmpl.Render(Request{Messages: json.RawMessage(messages), Tools: json.RawMessage(tools),
+				Kwargs: json.RawMessage(kwargs), AddGenerationPrompt: true})
+			if err != nil && !errors.Is(err, ErrTemplate) {
+				t.Fatalf("error not wrapping ErrTemplate: %v", err)
+			}
+		}
+	})
+}
+
+// FuzzParseTemplate compiles hostile template sources (rendering an
+// arbitrary template is not bounded: see docs, only trusted templates are
+// rendered).
+func FuzzParseTemplate(f *testing.F) {
+	src, err := os.ReadFile(filepath.Join(oracle.Dir(f), "..", "templates", "qwen3.5.jinja"))
+	if err != nil {
+		f.Fatal(err)
+	}
+	f.Add(string(src))
+	f.Add("{% for m in messages %}{{ m.content }}{% endfor %}")
+	f.Add("{{ 'a' ~ }}{% if %}")
+	f.Fuzz(func(t *testing.T, src string) {
+		if len(src) > 8192 {
+			return
+		}
+		if _, err := ParseTemplate(src, "", ""); err != nil && !errors.Is(err, ErrTemplate) {
+			t.Fatalf("error not wrapping ErrTemplate: %v", err)
+		}
+	})
+}
