@@ -2,6 +2,9 @@ package server
 
 import (
 	"context"
+	"errors"
+	"fmt"
+	"net/http"
 	"sync"
 	"time"
 
@@ -18,9 +21,20 @@ type choiceOutput struct {
 // generation is a set of submitted requests whose outputs are merged.
 type generation struct {
 	s      *Server
+	ctx    context.Context
 	merged chan choiceOutput
 	cancel context.CancelFunc
 	start  time.Time
+}
+
+// timedOut is the error for a generation that ran past the request
+// timeout, or nil.
+func (g *generation) timedOut() error {
+	if errors.Is(g.ctx.Err(), context.DeadlineExceeded) {
+		return &apiError{Status: http.StatusGatewayTimeout, Type: "timeout",
+			Message: fmt.Sprintf("the request ran past the server's request timeout of %v and was aborted", g.s.opts.RequestTimeout)}
+	}
+	return nil
 }
 
 // submit queues reqs (one per prompt) before any response is written, so
@@ -30,8 +44,13 @@ func (s *Server) submit(ctx context.Context, reqs []engine.Request) (*generation
 	if s.draining.Load() {
 		return nil, submitErr(engine.ErrClosed)
 	}
-	ctx, cancel := context.WithCancel(ctx)
-	g := &generation{s: s, merged: make(chan choiceOutput), cancel: cancel, start: time.Now()}
+	var cancel context.CancelFunc
+	if s.opts.RequestTimeout > 0 {
+		ctx, cancel = context.WithTimeout(ctx, s.opts.RequestTimeout)
+	} else {
+		ctx, cancel = context.WithCancel(ctx)
+	}
+	g := &generation{s: s, ctx: ctx, merged: make(chan choiceOutput), cancel: cancel, start: time.Now()}
 	var wg sync.WaitGroup
 	for i, r := range reqs {
 		ch, err := s.eng.Submit(ctx, r)
@@ -83,6 +102,9 @@ func (g *generation) run(each func(choiceOutput) error) error {
 			failed = err
 			g.cancel() // the client is gone: abort the rest
 		}
+	}
+	if err := g.timedOut(); err != nil {
+		return err
 	}
 	return failed
 }

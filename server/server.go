@@ -7,6 +7,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"errors"
+	"log/slog"
 	"net/http"
 	"strings"
 	"sync/atomic"
@@ -28,6 +29,10 @@ type Options struct {
 	APIKey       string         // empty: no authentication
 	Template     *chat.Template // nil: chat completions are refused
 	MaxBodyBytes int64          // default 32 MiB
+	// RequestTimeout bounds a generation request from arrival to its last
+	// token; past it the request is aborted and answered 504 (or an error
+	// event, streaming). 0: no bound.
+	RequestTimeout time.Duration
 }
 
 // Engine is what the server needs of an engine; *engine.Engine is one, and
@@ -73,8 +78,45 @@ func New(eng Engine, tok *tokenizer.Tokenizer, opts Options) *Server {
 	return s
 }
 
-// Handler is the HTTP handler.
-func (s *Server) Handler() http.Handler { return s.mux }
+// Handler is the HTTP handler, with an access log (method, path, status,
+// duration; never request or response data) at info level.
+func (s *Server) Handler() http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		start := time.Now()
+		sw := &statusWriter{ResponseWriter: w, status: http.StatusOK}
+		s.mux.ServeHTTP(sw, r)
+		slog.Info("http", "method", r.Method, "path", r.URL.Path, "status", sw.status,
+			"duration", time.Since(start).Round(time.Microsecond), "bytes", sw.bytes)
+	})
+}
+
+// statusWriter records what a handler answered, for the access log; it
+// passes Flush on, which streaming needs.
+type statusWriter struct {
+	http.ResponseWriter
+	status, bytes int
+	wrote         bool
+}
+
+func (w *statusWriter) WriteHeader(code int) {
+	if !w.wrote {
+		w.status, w.wrote = code, true
+	}
+	w.ResponseWriter.WriteHeader(code)
+}
+
+func (w *statusWriter) Write(b []byte) (int, error) {
+	w.wrote = true
+	n, err := w.ResponseWriter.Write(b)
+	w.bytes += n
+	return n, err
+}
+
+func (w *statusWriter) Flush() {
+	if f, ok := w.ResponseWriter.(http.Flusher); ok {
+		f.Flush()
+	}
+}
 
 // Drain makes /health fail and new generations be refused, so that a
 // load balancer moves away while running requests finish.
@@ -122,7 +164,9 @@ func (s *Server) checkModel(name string) error {
 // submitErr maps engine refusals to HTTP errors.
 func submitErr(err error) error {
 	switch {
-	case errors.Is(err, engine.ErrQueueFull), errors.Is(err, engine.ErrClosed):
+	case errors.Is(err, engine.ErrQueueFull):
+		return &apiError{Status: http.StatusServiceUnavailable, Type: "service_unavailable", Message: err.Error(), RetryAfter: 1}
+	case errors.Is(err, engine.ErrClosed):
 		return &apiError{Status: http.StatusServiceUnavailable, Type: "service_unavailable", Message: err.Error()}
 	case errors.Is(err, engine.ErrRequest), errors.Is(err, engine.ErrSampling):
 		return badRequest("", "%v", err)

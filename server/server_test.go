@@ -417,6 +417,9 @@ func TestQueueFullIs503(t *testing.T) {
 	if !errors.As(err, &apiErr) || apiErr.StatusCode != 503 {
 		t.Fatalf("third request: %v", err)
 	}
+	if ra := apiErr.Response.Header.Get("Retry-After"); ra != "1" {
+		t.Errorf("Retry-After %q", ra)
+	}
 	cancel()
 	wg.Wait()
 	waitIdle(t, f.eng)
@@ -482,3 +485,90 @@ func TestTokenizeHealthVersionModels(t *testing.T) {
 }
 
 func itoa(n int) string { return strconv.Itoa(n) }
+
+// TestRequestTimeoutIs504: a request that runs past --request-timeout is
+// aborted (its sequence freed) and answered 504, or an error event when
+// streaming.
+func TestRequestTimeoutIs504(t *testing.T) {
+	f := start(t, engine.Config{MaxNumSeqs: 2}, server.Options{RequestTimeout: 100 * time.Millisecond})
+	long := `{"prompt": [1, 2, 3], "max_tokens": 4000, "ignore_eos": true}`
+	req, _ := http.NewRequest("POST", f.url+"/v1/completions", strings.NewReader(long))
+	req.Header.Set("Authorization", "Bearer "+apiKey)
+	t0 := time.Now()
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != 504 || !strings.Contains(string(body), "request timeout of 100ms") {
+		t.Fatalf("status %d: %s", resp.StatusCode, body)
+	}
+	if d := time.Since(t0); d > 5*time.Second {
+		t.Errorf("answered after %v", d)
+	}
+	req, _ = http.NewRequest("POST", f.url+"/v1/completions", strings.NewReader(strings.Replace(long, "}", `, "stream": true}`, 1)))
+	req.Header.Set("Authorization", "Bearer "+apiKey)
+	resp, err = http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ = io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if !strings.Contains(string(body), `"message":"the request ran past`) || !strings.HasSuffix(string(body), "data: [DONE]\n\n") {
+		t.Fatalf("stream: %s", body[max(0, len(body)-300):])
+	}
+	waitIdle(t, f.eng)
+}
+
+// TestLogsHoldNoRequestData: at info level the server logs each request's
+// method, path, status and duration, and nothing of what was asked or
+// answered.
+func TestLogsHoldNoRequestData(t *testing.T) {
+	var logs syncBuffer
+	old := slog.Default()
+	slog.SetDefault(slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelInfo})))
+	defer slog.SetDefault(old)
+	f := start(t, engine.Config{}, server.Options{})
+	const secret = "TOPSECRET-PROMPT-42"
+	_, err := f.cli.Chat.Completions.New(context.Background(), openai.ChatCompletionNewParams{Model: "qwen35-dense",
+		Messages: []openai.ChatCompletionMessageParamUnion{openai.UserMessage(secret)}, MaxTokens: openai.Int(3)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	post := func(body string) {
+		req, _ := http.NewRequest("POST", f.url+"/v1/completions", strings.NewReader(body))
+		req.Header.Set("Authorization", "Bearer "+apiKey)
+		if resp, err := http.DefaultClient.Do(req); err == nil {
+			io.Copy(io.Discard, resp.Body)
+			resp.Body.Close()
+		}
+	}
+	post(`{"prompt": "` + secret + `", "max_tokens": 2}`)
+	post(`{"prompt": "` + secret + `", "temperature": "` + secret + `"}`) // an error that quotes the field
+	out := logs.String()
+	if strings.Contains(out, secret) || strings.Contains(out, apiKey) {
+		t.Fatalf("request data in the logs:\n%s", out)
+	}
+	if !strings.Contains(out, "path=/v1/chat/completions status=200") || !strings.Contains(out, "status=400") {
+		t.Fatalf("no access log lines:\n%s", out)
+	}
+}
+
+// syncBuffer is a bytes.Buffer safe for the handler's goroutines.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.b.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.b.String()
+}

@@ -26,8 +26,10 @@ import (
 // serveFlags are vLLM's `serve` flags where they apply.
 type serveFlags struct {
 	host, apiKey, servedName, kvMemory, chatTemplate, device string
-	port, maxModelLen, maxNumSeqs, maxBatched                int
+	port, maxModelLen, maxNumSeqs, maxBatched, maxQueued     int
 	prefixCaching                                            bool
+	requestTimeout                                           time.Duration
+	maxRequestBytes                                          string
 }
 
 func newServeCmd() *cobra.Command {
@@ -57,10 +59,13 @@ func newServeCmd() *cobra.Command {
 	fl.BoolVar(&f.prefixCaching, "enable-prefix-caching", true, "reuse cached prefixes across requests")
 	fl.StringVar(&f.chatTemplate, "chat-template", "", "Jinja file that replaces the model's chat template")
 	fl.StringVar(&f.device, "device", "cpu", "backend device")
+	fl.IntVar(&f.maxQueued, "max-queued-requests", 0, "requests waiting beyond the running ones before new ones get 503 with Retry-After (default 16 × --max-num-seqs)")
+	fl.DurationVar(&f.requestTimeout, "request-timeout", 0, "abort a generation request that runs longer (e.g. 10m; answered 504); 0: no limit")
+	fl.StringVar(&f.maxRequestBytes, "max-request-bytes", "32MiB", "largest request body accepted (413 beyond)")
 	return cmd
 }
 
-func parseBytes(s string) (int64, error) {
+func parseBytes(flag, s string) (int64, error) {
 	if s == "" {
 		return 0, nil
 	}
@@ -72,14 +77,14 @@ func parseBytes(s string) (int64, error) {
 		if num, ok := strings.CutSuffix(s, u.suffix); ok {
 			v, err := strconv.ParseFloat(strings.TrimSpace(num), 64)
 			if err != nil || v <= 0 {
-				return 0, fmt.Errorf("--kv-cache-memory %q: not a size", s)
+				return 0, fmt.Errorf("%s %q: not a size", flag, s)
 			}
 			return int64(v * float64(u.mult)), nil
 		}
 	}
 	v, err := strconv.ParseInt(s, 10, 64)
 	if err != nil || v <= 0 {
-		return 0, fmt.Errorf("--kv-cache-memory %q: not a size (e.g. 4GiB)", s)
+		return 0, fmt.Errorf("%s %q: not a size (e.g. 4GiB)", flag, s)
 	}
 	return v, nil
 }
@@ -97,7 +102,11 @@ func serve(ctx context.Context, modelDir string, f serveFlags, ready chan<- stri
 			return err
 		}
 	}
-	kvBytes, err := parseBytes(f.kvMemory)
+	kvBytes, err := parseBytes("--kv-cache-memory", f.kvMemory)
+	if err != nil {
+		return err
+	}
+	bodyBytes, err := parseBytes("--max-request-bytes", f.maxRequestBytes)
 	if err != nil {
 		return err
 	}
@@ -127,7 +136,8 @@ func serve(ctx context.Context, modelDir string, f serveFlags, ready chan<- stri
 	defer m.Close()
 	slog.Info("serve: model loaded", "dir", modelDir, "layers", m.Config.NumLayers, "elapsed", time.Since(start).Round(time.Millisecond))
 	cfg := engine.Config{MaxNumSeqs: f.maxNumSeqs, MaxNumBatchedTokens: f.maxBatched, KVCacheBytes: kvBytes,
-		NoPrefixCaching: !f.prefixCaching, MaxModelLen: f.maxModelLen, EOSTokenIDs: eosIDs(modelDir, m.Config, tok)}
+		NoPrefixCaching: !f.prefixCaching, MaxModelLen: f.maxModelLen, EOSTokenIDs: eosIDs(modelDir, m.Config, tok),
+		MaxWaiting: f.maxQueued}
 	eng, err := engine.New(m, tok, cfg)
 	if err != nil {
 		return err
@@ -137,7 +147,8 @@ func serve(ctx context.Context, modelDir string, f serveFlags, ready chan<- stri
 	if name == "" {
 		name = strings.TrimSuffix(filepath.Base(filepath.Clean(modelDir)), ".gguf")
 	}
-	srv := server.New(eng, tok, server.Options{ModelName: name, APIKey: f.apiKey, Template: tmpl})
+	srv := server.New(eng, tok, server.Options{ModelName: name, APIKey: f.apiKey, Template: tmpl,
+		MaxBodyBytes: bodyBytes, RequestTimeout: f.requestTimeout})
 	ln, err := net.Listen("tcp", net.JoinHostPort(f.host, strconv.Itoa(f.port)))
 	if err != nil {
 		return err
