@@ -50,6 +50,7 @@ type Stats struct {
 	Steps              int
 	Running, Waiting   int
 	UsedBlocks, Blocks int
+	UsedSlots, Slots   int // recurrent-state slots held by running sequences
 	Preemptions        int
 	PromptTokens       int // prompt tokens admitted (prefix cache queries)
 	CachedTokens       int // of those, served from the prefix cache
@@ -96,7 +97,7 @@ func New(m *qwen35.Model, tok *tokenizer.Tokenizer, cfg Config) (*Engine, error)
 	for i := plan.NumSlots - 1; i >= 0; i-- {
 		e.freeSlots = append(e.freeSlots, i)
 	}
-	e.stats.Blocks = plan.NumBlocks
+	e.stats.Blocks, e.stats.Slots = plan.NumBlocks, plan.NumSlots
 	slog.Info("engine: memory plan", "plan", plan.String(), "max_num_seqs", cfg.MaxNumSeqs,
 		"max_num_batched_tokens", cfg.MaxNumBatchedTokens, "block_size", cfg.BlockSize, "prefix_caching", !cfg.NoPrefixCaching)
 	go e.loop()
@@ -292,6 +293,7 @@ func (e *Engine) publish() {
 	e.mu.Lock()
 	e.stats.Running, e.stats.Waiting = len(e.running), len(e.waiting)
 	e.stats.UsedBlocks = e.pool.used()
+	e.stats.UsedSlots = e.plan.NumSlots - len(e.freeSlots)
 	e.stats.Checkpoints, e.stats.CheckpointBytes = len(e.ckpts.byHash), e.ckpts.bytes
 	e.mu.Unlock()
 }
