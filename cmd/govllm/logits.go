@@ -1,18 +1,17 @@
 package main
 
 import (
-	"bufio"
 	"encoding/binary"
 	"fmt"
 	"io"
 	"log/slog"
 	"math"
-	"os"
 	"sort"
 	"strconv"
 	"strings"
 	"time"
 
+	"github.com/govllm/govllm/internal/atomicfile"
 	"github.com/govllm/govllm/model/qwen35"
 	rt "github.com/govllm/govllm/runtime"
 	"github.com/govllm/govllm/runtime/backends"
@@ -140,21 +139,16 @@ func runChunks(m *qwen35.Model, ids []int32, chunk int) ([]float32, error) {
 }
 
 func writeF32(path string, data []float32) error {
-	f, err := os.Create(path)
-	if err != nil {
-		return err
-	}
-	w := bufio.NewWriter(f)
-	var b [4]byte
-	for _, v := range data {
-		binary.LittleEndian.PutUint32(b[:], math.Float32bits(v))
-		w.Write(b[:])
-	}
-	if err := w.Flush(); err != nil {
-		f.Close()
-		return err
-	}
-	return f.Close()
+	return atomicfile.Write(path, func(w io.Writer) error {
+		var b [4]byte
+		for _, v := range data {
+			binary.LittleEndian.PutUint32(b[:], math.Float32bits(v))
+			if _, err := w.Write(b[:]); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
 }
 
 func printTop(w io.Writer, logits []float32, vocab, k int) error {

@@ -1,12 +1,12 @@
 package gguf
 
 import (
-	"bufio"
 	"encoding/binary"
 	"fmt"
 	"io"
 	"math"
-	"os"
+
+	"github.com/govllm/govllm/internal/atomicfile"
 )
 
 // Writer builds a GGUF v3 file: metadata in the order set, tensors in the
@@ -93,22 +93,10 @@ func (w *Writer) Add(name string, typ TensorType, dims []uint64, data []byte) er
 	return nil
 }
 
-// WriteFile writes the file to path.
+// WriteFile writes the file to path, atomically: a failure (a full disk)
+// leaves what was there.
 func (w *Writer) WriteFile(path string) error {
-	f, err := os.Create(path)
-	if err != nil {
-		return err
-	}
-	bw := bufio.NewWriterSize(f, 1<<20)
-	if err := w.Encode(bw); err != nil {
-		f.Close()
-		return err
-	}
-	if err := bw.Flush(); err != nil {
-		f.Close()
-		return err
-	}
-	return f.Close()
+	return atomicfile.Write(path, w.Encode)
 }
 
 // Encode writes the file to out.

@@ -5,8 +5,9 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"os"
 	"sort"
+
+	"github.com/govllm/govllm/internal/atomicfile"
 )
 
 // Tensor is one tensor to write.
@@ -69,17 +70,10 @@ func Write(w io.Writer, tensors []Tensor, metadata map[string]string) error {
 	return nil
 }
 
-// WriteFile writes tensors to path.
+// WriteFile writes tensors to path, atomically: a failure (a full disk)
+// leaves what was there.
 func WriteFile(path string, tensors []Tensor, metadata map[string]string) error {
-	f, err := os.Create(path)
-	if err != nil {
-		return err
-	}
-	if err := Write(f, tensors, metadata); err != nil {
-		f.Close()
-		return err
-	}
-	return f.Close()
+	return atomicfile.Write(path, func(w io.Writer) error { return Write(w, tensors, metadata) })
 }
 
 // ReadAll returns every tensor of a checkpoint with a copy of its data, for

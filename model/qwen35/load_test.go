@@ -269,3 +269,39 @@ func TestForwardRejectsBadIDs(t *testing.T) {
 		}
 	}
 }
+
+// TestMissingAndDamagedFiles: a missing, truncated or replaced-in-part
+// model file is a clear error naming the file, never a panic.
+func TestMissingAndDamagedFiles(t *testing.T) {
+	src := oracle.Load(t, "qwen35-dense").Dir
+	dir := t.TempDir()
+	for _, name := range []string{"config.json", "model.safetensors", "tokenizer.json", "tokenizer_config.json"} {
+		raw, err := os.ReadFile(filepath.Join(src, name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		os.WriteFile(filepath.Join(dir, name), raw, 0o644)
+	}
+	be := rt.NewBackend(registry(t), rt.CPU)
+	weights := filepath.Join(dir, "model.safetensors")
+	full, _ := os.ReadFile(weights)
+	for _, c := range []struct {
+		name   string
+		damage func()
+		says   string
+	}{
+		{"truncated", func() { os.WriteFile(weights, full[:len(full)/2], 0o644) }, "model.safetensors"},
+		{"header only", func() { os.WriteFile(weights, full[:100], 0o644) }, "model.safetensors"},
+		{"missing", func() { os.Remove(weights) }, "model.safetensors"},
+		{"no config", func() { os.WriteFile(weights, full, 0o644); os.Remove(filepath.Join(dir, "config.json")) }, "config.json"},
+	} {
+		c.damage()
+		_, err := qwen35.Load(dir, be, qwen35.Options{})
+		if err == nil || !strings.Contains(err.Error(), c.says) {
+			t.Errorf("%s: %v", c.name, err)
+		}
+	}
+	if _, err := qwen35.Load(filepath.Join(dir, "nowhere.gguf"), be, qwen35.Options{}); err == nil || !strings.Contains(err.Error(), "nowhere.gguf") {
+		t.Errorf("missing gguf: %v", err)
+	}
+}
