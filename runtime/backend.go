@@ -1,6 +1,9 @@
 package runtime
 
-import "fmt"
+import (
+	"fmt"
+	"runtime/debug"
+)
 
 // Backend runs ops on one device through a registry. Each method validates
 // its operands, then calls the selected kernel; every error is an *OpError.
@@ -132,8 +135,37 @@ func run[K any](b *Backend, d Def[K], dt DType, c *check, ts []*Tensor, call fun
 	if !ok {
 		return b.opErr(d.ID, fmt.Errorf("%w for %s on %s[%s]", ErrNoKernel, d.ID, b.dev, dt), ts)
 	}
-	call(k)
+	if err := CatchFault(func() { call(k) }); err != nil {
+		return b.opErr(d.ID, err, ts)
+	}
 	return nil
+}
+
+// CatchFault runs fn with memory faults turned into an error wrapping
+// ErrMemoryFault instead of a crash: weights are slices of mapped files,
+// and a file truncated under the mapping faults on the next read.
+func CatchFault(fn func()) (err error) {
+	old := debug.SetPanicOnFault(true)
+	defer func() {
+		debug.SetPanicOnFault(old)
+		if r := recover(); r != nil {
+			if IsFault(r) {
+				err = fmt.Errorf("%w (address %#x)", ErrMemoryFault, r.(interface{ Addr() uintptr }).Addr())
+				return
+			}
+			panic(r)
+		}
+	}()
+	fn()
+	return nil
+}
+
+// IsFault reports whether a recovered panic value is a fault on mapped
+// memory; a nil dereference (an address in the first page) is a bug and
+// stays a crash.
+func IsFault(r any) bool {
+	f, ok := r.(interface{ Addr() uintptr })
+	return ok && f.Addr() >= 4096
 }
 
 func nonNil(ts ...*Tensor) bool {

@@ -13,6 +13,9 @@ var (
 	ErrContiguity = errors.New("layout not supported")
 	ErrNoKernel   = errors.New("no kernel registered")
 	ErrPlacement  = errors.New("tensor in the wrong memory")
+	// ErrMemoryFault: a kernel touched memory that faulted, as a mapped
+	// model file that was truncated or overwritten in place does.
+	ErrMemoryFault = errors.New("memory fault reading an operand (was a mapped model file truncated or overwritten in place?)")
 )
 
 // OpError is the error of a dispatch: it names the op, the device and the

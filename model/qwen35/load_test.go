@@ -305,3 +305,36 @@ func TestMissingAndDamagedFiles(t *testing.T) {
 		t.Errorf("missing gguf: %v", err)
 	}
 }
+
+// TestTruncatedWhileMappedIsAnError: weights in host memory are slices of
+// the mapped file; a file truncated under a loaded model faults on the
+// next read, which is an error naming the op, not a crash.
+func TestTruncatedWhileMappedIsAnError(t *testing.T) {
+	src := oracle.Load(t, "qwen35-dense")
+	dir := t.TempDir()
+	for _, name := range []string{"config.json", "model.safetensors"} {
+		raw, err := os.ReadFile(filepath.Join(src.Dir, name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		os.WriteFile(filepath.Join(dir, name), raw, 0o644)
+	}
+	m, err := qwen35.Load(dir, rt.NewBackend(registry(t), rt.CPU), qwen35.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	ids := src.Cases[1].IDs
+	if _, err := m.Forward(m.NewState(), ids, qwen35.ForwardOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Truncate(filepath.Join(dir, "model.safetensors"), 0); err != nil {
+		t.Fatal(err)
+	}
+	_, err = m.Forward(m.NewState(), ids, qwen35.ForwardOptions{})
+	var opErr *rt.OpError
+	if !errors.Is(err, rt.ErrMemoryFault) || !errors.As(err, &opErr) {
+		t.Fatalf("forward over a truncated file: %v", err)
+	}
+	t.Log(err)
+}

@@ -2,9 +2,12 @@ package cpu
 
 import (
 	goruntime "runtime"
+	"runtime/debug"
 	"sync"
 	"sync/atomic"
 	"time"
+
+	rt "github.com/govllm/govllm/runtime"
 )
 
 // The pool runs the chunks of a parallelFor on long-lived workers, one per
@@ -81,6 +84,7 @@ func startPool() {
 }
 
 func worker(sl *poolSleeper) {
+	debug.SetPanicOnFault(true) // a fault in a chunk is caught there, see runChunk
 	var seen uint32
 	for {
 		gen := waitJob(sl, seen)
@@ -124,9 +128,26 @@ func runChunks(gen uint32) {
 		// The job cannot change before this chunk is counted done.
 		c := int(uint16(v))
 		lo := c * job.step
-		job.t.run(lo, min(lo+job.step, job.n))
+		runChunk(job.t, lo, min(lo+job.step, job.n))
 		done.Add(1)
 	}
+}
+
+// jobFault is the first memory fault of the current job, raised again in
+// the caller's goroutine once every chunk is counted (so that the pool is
+// never left with a job half done).
+var jobFault atomic.Pointer[any]
+
+func runChunk(t task, lo, hi int) {
+	defer func() {
+		if r := recover(); r != nil {
+			if !rt.IsFault(r) {
+				panic(r)
+			}
+			jobFault.CompareAndSwap(nil, &r)
+		}
+	}()
+	t.run(lo, hi)
 }
 
 // parallelFor calls fn over [0, n) in contiguous chunks of at least grain
@@ -167,4 +188,7 @@ func parallelTask(n, grain int, t task) {
 		}
 	}
 	job.t = nil
+	if f := jobFault.Swap(nil); f != nil {
+		panic(*f) // caught by the op's CatchFault
+	}
 }
