@@ -111,7 +111,7 @@ func (b *Backend) opErr(op OpID, err error, ts []*Tensor) error {
 }
 
 // run validates ts with c, looks up the kernel of (d, dt) and hands it to call.
-func run[K any](b *Backend, d Def[K], dt DType, c *check, ts []*Tensor, call func(K)) error {
+func run[K any](b *Backend, d Def[K], dt DType, c *check, ts []*Tensor, call func(K)) (err error) {
 	for _, t := range ts {
 		if t == nil {
 			return b.opErr(d.ID, fmt.Errorf("%w: nil tensor operand", ErrShape), ts)
@@ -135,29 +135,24 @@ func run[K any](b *Backend, d Def[K], dt DType, c *check, ts []*Tensor, call fun
 	if !ok {
 		return b.opErr(d.ID, fmt.Errorf("%w for %s on %s[%s]", ErrNoKernel, d.ID, b.dev, dt), ts)
 	}
-	if err := CatchFault(func() { call(k) }); err != nil {
-		return b.opErr(d.ID, err, ts)
-	}
+	// Weights are slices of mapped files, and a file truncated under its
+	// mapping faults on the next read: an error, not a crash.
+	old := debug.SetPanicOnFault(true)
+	defer b.catchFault(&err, old, d.ID, ts)
+	call(k)
 	return nil
 }
 
-// CatchFault runs fn with memory faults turned into an error wrapping
-// ErrMemoryFault instead of a crash: weights are slices of mapped files,
-// and a file truncated under the mapping faults on the next read.
-func CatchFault(fn func()) (err error) {
-	old := debug.SetPanicOnFault(true)
-	defer func() {
-		debug.SetPanicOnFault(old)
-		if r := recover(); r != nil {
-			if IsFault(r) {
-				err = fmt.Errorf("%w (address %#x)", ErrMemoryFault, r.(interface{ Addr() uintptr }).Addr())
-				return
-			}
+// catchFault, deferred, restores the goroutine's fault setting and turns a
+// memory fault into an error wrapping ErrMemoryFault.
+func (b *Backend) catchFault(err *error, old bool, op OpID, ts []*Tensor) {
+	debug.SetPanicOnFault(old)
+	if r := recover(); r != nil {
+		if !IsFault(r) {
 			panic(r)
 		}
-	}()
-	fn()
-	return nil
+		*err = b.opErr(op, fmt.Errorf("%w (address %#x)", ErrMemoryFault, r.(interface{ Addr() uintptr }).Addr()), ts)
+	}
 }
 
 // IsFault reports whether a recovered panic value is a fault on mapped

@@ -144,7 +144,8 @@ func runChunk(t task, lo, hi int) {
 			if !rt.IsFault(r) {
 				panic(r)
 			}
-			jobFault.CompareAndSwap(nil, &r)
+			fault := r // a variable of its own: only a fault allocates
+			jobFault.CompareAndSwap(nil, &fault)
 		}
 	}()
 	t.run(lo, hi)
