@@ -201,7 +201,8 @@ func TestAbortFreesEverything(t *testing.T) {
 	m, tok, fx := loadModel(t, "qwen35-dense")
 	e := newEngine(t, m, tok, Config{})
 	ctx, cancel := context.WithCancel(context.Background())
-	ch, err := e.Submit(ctx, Request{Prompt: fx.Greedy.Prompt, MaxTokens: 100, IgnoreEOS: true})
+	// Far more tokens than a busy machine makes before the abort lands.
+	ch, err := e.Submit(ctx, Request{Prompt: fx.Greedy.Prompt, MaxTokens: 3000, IgnoreEOS: true})
 	if err != nil {
 		t.Fatal(err)
 	}
