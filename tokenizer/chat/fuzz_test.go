@@ -5,6 +5,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/govllm/govllm/internal/oracle"
@@ -67,4 +68,39 @@ func FuzzParseTemplate(f *testing.F) {
 			t.Fatalf("error not wrapping ErrTemplate: %v", err)
 		}
 	})
+}
+
+// TestHostileTemplatesAreBounded: range() in a template is capped, and a
+// template has no way to the file system (no include, import or extends).
+func TestHostileTemplatesAreBounded(t *testing.T) {
+	req := Request{Messages: json.RawMessage(`[{"role": "user", "content": "hi"}]`)}
+	ok, err := ParseTemplate("{% for i in range(3) %}{{ i }}{% endfor %}{% for i in range(10, 0, -4) %}{{ i }}{% endfor %}", "", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, err := ok.Render(req); err != nil || got != "0121062" {
+		t.Fatalf("range: %q %v", got, err)
+	}
+	for _, src := range []string{
+		"{% for i in range(1000000000) %}x{% endfor %}",
+		"{% for i in range(0, 9000000000000, 1) %}{% endfor %}",
+		"{{ range(100000000) | length }}",
+	} {
+		tmpl, err := ParseTemplate(src, "", "")
+		if err != nil {
+			continue
+		}
+		if _, err := tmpl.Render(req); err == nil || !errors.Is(err, ErrTemplate) {
+			t.Errorf("%s: rendered (%v)", src, err)
+		}
+	}
+	for _, src := range []string{`{% include "/etc/passwd" %}`, `{% import "/etc/hosts" as h %}`, `{% extends "/etc/passwd" %}`} {
+		tmpl, err := ParseTemplate(src, "", "")
+		if err != nil {
+			continue // not even compiled
+		}
+		if out, err := tmpl.Render(req); err == nil && strings.Contains(out, "root") {
+			t.Errorf("%s read a file: %q", src, out)
+		}
+	}
 }

@@ -150,9 +150,55 @@ type Request struct {
 	Kwargs              json.RawMessage `json:"chat_template_kwargs,omitempty"`
 }
 
+// maxRangeItems bounds range() in templates: a template's loops over
+// messages are bounded by the request, and range is the one way a template
+// makes a long loop (or a huge list) from nothing.
+const maxRangeItems = 1 << 16
+
+// boundedRange is Jinja's range, refusing more than maxRangeItems items.
+var boundedRange = jinja.NewCallable("range", func(args []jinja.Value, _ map[string]jinja.Value) (jinja.Value, error) {
+	var n [3]int64
+	for i, a := range args {
+		if i >= 3 || !a.IsInt() {
+			return jinja.Undefined(), fmt.Errorf("range: want 1 to 3 integers")
+		}
+		n[i] = a.AsInt()
+	}
+	start, stop, step := int64(0), n[0], int64(1)
+	switch len(args) {
+	case 0:
+		return jinja.Undefined(), fmt.Errorf("range: want 1 to 3 integers")
+	case 2, 3:
+		start, stop = n[0], n[1]
+		if len(args) == 3 {
+			step = n[2]
+		}
+	}
+	if step == 0 {
+		return jinja.Undefined(), fmt.Errorf("range: step must not be zero")
+	}
+	count := (stop - start + step - sign(step)) / step
+	if count > maxRangeItems {
+		return jinja.Undefined(), fmt.Errorf("range of %d items: templates may make at most %d", count, maxRangeItems)
+	}
+	var items []jinja.Value
+	for i := start; step > 0 && i < stop || step < 0 && i > stop; i += step {
+		items = append(items, jinja.NewInt(i))
+	}
+	return jinja.NewList(items), nil
+})
+
+func sign(x int64) int64 {
+	if x < 0 {
+		return -1
+	}
+	return 1
+}
+
 // Render renders the request's prompt.
 func (t *Template) Render(r Request) (string, error) {
 	vars := map[string]jinja.Value{
+		"range":                 boundedRange,
 		"add_generation_prompt": jinja.NewBool(r.AddGenerationPrompt),
 		"bos_token":             jinja.NewString(t.BOSToken),
 		"eos_token":             jinja.NewString(t.EOSToken),
