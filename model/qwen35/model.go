@@ -36,10 +36,11 @@ type Model struct {
 	weightBytes int64
 	params      map[rt.DType]int64
 
-	be     *rt.Backend
-	src    model.Source
-	placed []*rt.Tensor // copies of the weights in device memory
-	fused  bool
+	be        *rt.Backend
+	src       model.Source
+	placed    []*rt.Tensor // copies of the weights in device memory
+	fused     bool
+	allReduce func(*rt.Tensor) error // tensor parallel: Options.AllReduce
 }
 
 // Options choose among the model's paths.
@@ -49,6 +50,9 @@ type Options struct {
 	Composite bool
 	// Progress, if set, is called as weights are bound: done of total layers.
 	Progress func(done, total int)
+	// AllReduce, set on a tensor-parallel rank (ShardSource), sums a
+	// block's output [T, H] over the ranks in place, before the residual.
+	AllReduce func(out *rt.Tensor) error
 
 	concat bool // concatenate projections in host memory too (tests)
 }
@@ -124,6 +128,7 @@ func LoadFrom(cfg *Config, src model.Source, be *rt.Backend, opts Options) (*Mod
 		return nil, err
 	}
 	m.Paths, m.be, m.src, m.fused, m.weightBytes, m.params, m.placed = need, be, src, !opts.Composite, b.bytes, b.params, b.placed
+	m.allReduce = opts.AllReduce
 	if unused := unusedTensors(src, b.used); len(unused) > 0 {
 		slog.Debug("qwen35: checkpoint tensors not used by the text model", "count", len(unused), "first", unused[0])
 	}
@@ -473,14 +478,30 @@ func (m *Model) layer(i int, c *Cache, b *batch, x, normed, out *rt.Tensor, pend
 	if err != nil {
 		return err
 	}
+	if err := m.reduce(out); err != nil {
+		return err
+	}
 	b.arena.Release(mark)
 	if err := m.norm(normed, x, out, l.PostNorm, true); err != nil {
 		return err
 	}
 	if l.MoE != nil {
-		return l.MoE.forward(be, b, out, normed)
+		err = l.MoE.forward(be, b, out, normed)
+	} else {
+		err = l.MLP.forward(be, b.arena, out, normed)
 	}
-	return l.MLP.forward(be, b.arena, out, normed)
+	if err != nil {
+		return err
+	}
+	return m.reduce(out)
+}
+
+// reduce sums a block's partial output over tensor-parallel ranks.
+func (m *Model) reduce(out *rt.Tensor) error {
+	if m.allReduce == nil {
+		return nil
+	}
+	return m.allReduce(out)
 }
 
 // norm writes rmsnorm(x)·(1 + w) into normed, first adding the pending
