@@ -32,3 +32,12 @@ func Graphs() GraphStats { return GraphStats{} }
 
 // WriteProfile writes nothing: there is no CUDA backend in this build.
 func WriteProfile(io.Writer) {}
+
+// NCCL is NVIDIA's collective library; this build has none.
+type NCCL struct {
+	Path    string
+	Version int
+}
+
+// OpenNCCL fails: there is no CUDA backend in this build.
+func OpenNCCL() (*NCCL, error) { return nil, Available() }
