@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"path/filepath"
+	"slices"
 	"sync"
 	"testing"
 
@@ -60,7 +61,7 @@ func TestShardsReassemble(t *testing.T) {
 					t.Fatal(err)
 				}
 				info, _ := ranks[r].Info(tensor)
-				if !equalInts(info.Shape, part.Shape()) {
+				if !slices.Equal(info.Shape, part.Shape()) {
 					t.Fatalf("%s %s rank %d: Info says %v, the tensor is %v", name, tensor, r, info.Shape, part.Shape())
 				}
 				data := part.Bytes()[:part.DType().ByteLen(part.Len())]
@@ -115,18 +116,6 @@ func TestShardsReassemble(t *testing.T) {
 		}
 		t.Logf("%s: %d of %d tensors split", name, split, len(full.Names()))
 	}
-}
-
-func equalInts(a, b []int) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		if a[i] != b[i] {
-			return false
-		}
-	}
-	return true
 }
 
 // simAllReduce sums F32 tensors over n ranks that call in lockstep (each
