@@ -227,3 +227,33 @@ func TestPlacementIsChecked(t *testing.T) {
 		}
 	}
 }
+
+// TestMatrixStrideMatchesReshape: the row stride MatrixStride finds is the
+// one a [Rows, Dim(-1)] reshape gives, and both refuse the same views.
+func TestMatrixStrideMatchesReshape(t *testing.T) {
+	base := New(F32, 4, 6, 8)
+	views := []*Tensor{base, New(F32, 5), New(F32, 1, 7), New(F32, 3, 1, 5)}
+	for _, sl := range [][3]int{{0, 1, 3}, {1, 2, 5}, {2, 0, 4}, {1, 0, 6}} {
+		v, err := base.Slice(sl[0], sl[1], sl[2])
+		if err != nil {
+			t.Fatal(err)
+		}
+		views = append(views, v)
+		if w, err := v.Slice(0, 1, 2); err == nil {
+			views = append(views, w)
+		}
+	}
+	for _, v := range views {
+		s, err := v.MatrixStride()
+		r, rerr := v.Reshape(v.Rows(), v.Dim(-1))
+		if (err == nil) != (rerr == nil) {
+			t.Fatalf("%v strides %v: MatrixStride %v, Reshape %v", v.Shape(), v.Strides(), err, rerr)
+		}
+		if err == nil && s != r.Strides()[0] {
+			t.Fatalf("%v strides %v: MatrixStride %d, Reshape %d", v.Shape(), v.Strides(), s, r.Strides()[0])
+		}
+	}
+	if n := testing.AllocsPerRun(100, func() { base.MatrixStride() }); n != 0 {
+		t.Errorf("MatrixStride allocates %v times", n)
+	}
+}

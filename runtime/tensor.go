@@ -266,6 +266,17 @@ func (t *Tensor) reshapeInto(v *Tensor, shape []int) error {
 	return nil
 }
 
+// MatrixStride is the row stride of t seen as a [Rows(), Dim(-1)] matrix,
+// found without making that view (kernels ask it of every operand of
+// every op); an error where the rows cannot be merged without a copy.
+func (t *Tensor) MatrixStride() (int, error) {
+	var stb [2]int
+	if len(t.shape) == 0 || !reshapeStrides(t.shape, t.strides, []int{t.Rows(), t.Dim(-1)}, stb[:]) {
+		return 0, fmt.Errorf("runtime: %w: a non-contiguous %v (strides %v) as a matrix", ErrContiguity, t.shape, t.strides)
+	}
+	return stb[0], nil
+}
+
 // MustReshape is Reshape for shapes the caller has already validated.
 func (t *Tensor) MustReshape(shape ...int) *Tensor {
 	v, err := t.Reshape(shape...)

@@ -22,6 +22,11 @@ func TestOpenNCCL(t *testing.T) {
 			t.Errorf("NCCL_NVLS_ENABLE=%q", os.Getenv("NCCL_NVLS_ENABLE"))
 		}
 		t.Logf("NCCL %d from %s", lib.Version, lib.Path)
+		if err := lib.Check(); errors.Is(err, cuda.ErrUnavailable) {
+			t.Logf("no GPU to run NCCL on: %v", err)
+		} else if err != nil {
+			t.Fatal(err)
+		}
 		return
 	}
 	if !errors.Is(err, cuda.ErrUnavailable) {

@@ -24,16 +24,16 @@ func asMat(name string, t *rt.Tensor) (mat, error) {
 	if !t.OnDevice() {
 		return mat{}, fmt.Errorf("cuda: %s (%v %v) is in host memory", name, t.DType(), t.Shape())
 	}
-	cols := t.Dim(-1)
-	v, err := t.Reshape(t.Rows(), cols)
+	cols, rows := t.Dim(-1), t.Rows()
+	s, err := t.MatrixStride()
 	if err != nil {
 		return mat{}, fmt.Errorf("cuda: %s: %w", name, err)
 	}
-	stride := int64(v.Strides()[0])
-	if v.Dim(0) <= 1 {
+	stride := int64(s)
+	if rows <= 1 {
 		stride = int64(cols) // a single row's stride is arbitrary; cuBLAS wants ≥ cols
 	}
-	return mat{ptr: t.DevicePtr(), stride: stride, rows: int32(v.Dim(0)), cols: int32(cols)}, nil
+	return mat{ptr: t.DevicePtr(), stride: stride, rows: int32(rows), cols: int32(cols)}, nil
 }
 
 // rows3 is a tensor as the rows of [A, group, cols] with strides (s0, s1,
@@ -77,17 +77,20 @@ func rowsAll(names []string, g int, ts ...*rt.Tensor) ([]rows3, error) {
 	return out, nil
 }
 
-func mats(names []string, ts ...*rt.Tensor) ([]mat, error) {
-	out := make([]mat, len(ts))
+func mats(names []string, ts ...*rt.Tensor) ([maxOperands]mat, error) {
+	var out [maxOperands]mat // an array: no allocation per op
 	for i, t := range ts {
 		m, err := asMat(names[i], t)
 		if err != nil {
-			return nil, err
+			return out, err
 		}
 		out[i] = m
 	}
 	return out, nil
 }
+
+// maxOperands is the most operands an op passes to mats.
+const maxOperands = 6
 
 // kernel returns the context and runs f under it, recording an error
 // that names the op.
@@ -329,9 +332,9 @@ func matMul(dst, x, w *rt.Tensor) {
 			if w.DType() == rt.F16 {
 				typ, f16 = cudaR16F, 1
 			}
-			return c.splitGemm(m, typ, f16, m[2].ptr, M, N, K)
+			return c.splitGemm(m[:3], typ, f16, m[2].ptr, M, N, K)
 		case rt.Q8_0, rt.Q4_K, rt.Q6_K:
-			return matMulQuant(c, m, w.DType(), M, N, K)
+			return matMulQuant(c, m[:3], w.DType(), M, N, K)
 		}
 		return fmt.Errorf("no cuda matmul for %v weights", w.DType())
 	})

@@ -41,3 +41,6 @@ type NCCL struct {
 
 // OpenNCCL fails: there is no CUDA backend in this build.
 func OpenNCCL() (*NCCL, error) { return nil, Available() }
+
+// Check fails: there is no CUDA backend in this build.
+func (n *NCCL) Check() error { return Available() }
