@@ -70,8 +70,10 @@ func FuzzParseTemplate(f *testing.F) {
 	})
 }
 
-// TestHostileTemplatesAreBounded: range() in a template is capped, and a
-// template has no way to the file system (no include, import or extends).
+// TestHostileTemplatesAreBounded: range() in a template is capped, a
+// macro that calls itself is refused at compile time (a Go stack overflow
+// would be fatal), and a template has no way to the file system (no
+// include, import or extends).
 func TestHostileTemplatesAreBounded(t *testing.T) {
 	req := Request{Messages: json.RawMessage(`[{"role": "user", "content": "hi"}]`)}
 	ok, err := ParseTemplate("{% for i in range(3) %}{{ i }}{% endfor %}{% for i in range(10, 0, -4) %}{{ i }}{% endfor %}", "", "")
@@ -85,6 +87,7 @@ func TestHostileTemplatesAreBounded(t *testing.T) {
 		"{% for i in range(1000000000) %}x{% endfor %}",
 		"{% for i in range(0, 9000000000000, 1) %}{% endfor %}",
 		"{{ range(100000000) | length }}",
+		"{% for i in range(60000) %}{% for j in range(60000) %}{% endfor %}{% endfor %}", // nested: the render's budget
 	} {
 		tmpl, err := ParseTemplate(src, "", "")
 		if err != nil {
@@ -92,6 +95,14 @@ func TestHostileTemplatesAreBounded(t *testing.T) {
 		}
 		if _, err := tmpl.Render(req); err == nil || !errors.Is(err, ErrTemplate) {
 			t.Errorf("%s: rendered (%v)", src, err)
+		}
+	}
+	for _, src := range []string{
+		"{% macro f(n) %}{{ f(n) }}{% endmacro %}{{ f(1) }}",
+		"{% macro a() %}{{ b() }}{% endmacro %}{% macro b() %}{{ a() }}{% endmacro %}{{ a() }}",
+	} {
+		if _, err := ParseTemplate(src, "", ""); !errors.Is(err, ErrTemplate) || !strings.Contains(err.Error(), "calls itself") {
+			t.Errorf("%s: a recursive macro compiled (%v)", src, err)
 		}
 	}
 	for _, src := range []string{`{% include "/etc/passwd" %}`, `{% import "/etc/hosts" as h %}`, `{% extends "/etc/passwd" %}`} {

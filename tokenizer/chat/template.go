@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 
 	"github.com/ardanlabs/jinja"
@@ -73,6 +74,9 @@ func LoadTemplate(dir, override string) (*Template, error) {
 		return nil, fmt.Errorf("chat: %w: %s has no chat template (no chat_template.jinja, no chat_template in tokenizer_config.json); pass --chat-template", ErrTemplate, dir)
 	}
 	var err error
+	if err := checkMacros(src + toolSrc); err != nil {
+		return nil, fmt.Errorf("chat: %w: %s: %v", ErrTemplate, t.Source, err)
+	}
 	if t.tmpl, err = jinja.Compile(src); err != nil {
 		return nil, fmt.Errorf("chat: %w: %s: %v", ErrTemplate, t.Source, err)
 	}
@@ -87,6 +91,9 @@ func LoadTemplate(dir, override string) (*Template, error) {
 
 // ParseTemplate compiles a template from source.
 func ParseTemplate(src, bos, eos string) (*Template, error) {
+	if err := checkMacros(src); err != nil {
+		return nil, fmt.Errorf("chat: %w: %v", ErrTemplate, err)
+	}
 	tmpl, err := jinja.Compile(src)
 	if err != nil {
 		return nil, fmt.Errorf("chat: %w: %v", ErrTemplate, err)
@@ -150,43 +157,105 @@ type Request struct {
 	Kwargs              json.RawMessage `json:"chat_template_kwargs,omitempty"`
 }
 
-// maxRangeItems bounds range() in templates: a template's loops over
-// messages are bounded by the request, and range is the one way a template
-// makes a long loop (or a huge list) from nothing.
-const maxRangeItems = 1 << 16
+var (
+	macroDef  = regexp.MustCompile(`\{%-?\s*macro\s+([A-Za-z_][A-Za-z0-9_]*)\s*\(`)
+	macroEnd  = regexp.MustCompile(`\{%-?\s*endmacro\b`)
+	macroCall = regexp.MustCompile(`\b([A-Za-z_][A-Za-z0-9_]*)\s*\(`)
+)
 
-// boundedRange is Jinja's range, refusing more than maxRangeItems items.
-var boundedRange = jinja.NewCallable("range", func(args []jinja.Value, _ map[string]jinja.Value) (jinja.Value, error) {
-	var n [3]int64
-	for i, a := range args {
-		if i >= 3 || !a.IsInt() {
+// checkMacros refuses a template whose macros can call themselves,
+// directly or through each other: the engine has no recursion limit, and
+// a Go stack overflow is fatal, not an error.
+func checkMacros(src string) error {
+	calls := map[string][]string{}
+	for _, m := range macroDef.FindAllStringSubmatchIndex(src, -1) {
+		name := src[m[2]:m[3]]
+		body := src[m[1]:]
+		if end := macroEnd.FindStringIndex(body); end != nil {
+			body = body[:end[0]]
+		}
+		for _, c := range macroCall.FindAllStringSubmatch(body, -1) {
+			calls[name] = append(calls[name], c[1])
+		}
+	}
+	state := map[string]int{} // 1 on the path, 2 done
+	var visit func(name string, path []string) error
+	visit = func(name string, path []string) error {
+		state[name] = 1
+		for _, callee := range calls[name] {
+			if _, isMacro := calls[callee]; !isMacro {
+				continue
+			}
+			switch state[callee] {
+			case 1:
+				return fmt.Errorf("macro %s calls itself (%s → %s); recursion is not allowed in templates", callee, strings.Join(append(path, name), " → "), callee)
+			case 0:
+				if err := visit(callee, append(path, name)); err != nil {
+					return err
+				}
+			}
+		}
+		state[name] = 2
+		return nil
+	}
+	for name := range calls {
+		if state[name] == 0 {
+			if err := visit(name, nil); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// Bounds on range() in templates: a template's loops over messages are
+// bounded by the request, and range is the way a template makes a long loop
+// (or a huge list) from nothing; the budget over a whole render bounds
+// nested loops too.
+const (
+	maxRangeItems  = 1 << 16
+	maxRangeBudget = 1 << 20
+)
+
+// boundedRange is Jinja's range for one render: at most maxRangeItems items
+// a call and maxRangeBudget over the render.
+func boundedRange() jinja.Value {
+	budget := maxRangeBudget
+	return jinja.NewCallable("range", func(args []jinja.Value, _ map[string]jinja.Value) (jinja.Value, error) {
+		var n [3]int64
+		for i, a := range args {
+			if i >= 3 || !a.IsInt() {
+				return jinja.Undefined(), fmt.Errorf("range: want 1 to 3 integers")
+			}
+			n[i] = a.AsInt()
+		}
+		start, stop, step := int64(0), n[0], int64(1)
+		switch len(args) {
+		case 0:
 			return jinja.Undefined(), fmt.Errorf("range: want 1 to 3 integers")
+		case 2, 3:
+			start, stop = n[0], n[1]
+			if len(args) == 3 {
+				step = n[2]
+			}
 		}
-		n[i] = a.AsInt()
-	}
-	start, stop, step := int64(0), n[0], int64(1)
-	switch len(args) {
-	case 0:
-		return jinja.Undefined(), fmt.Errorf("range: want 1 to 3 integers")
-	case 2, 3:
-		start, stop = n[0], n[1]
-		if len(args) == 3 {
-			step = n[2]
+		if step == 0 {
+			return jinja.Undefined(), fmt.Errorf("range: step must not be zero")
 		}
-	}
-	if step == 0 {
-		return jinja.Undefined(), fmt.Errorf("range: step must not be zero")
-	}
-	count := (stop - start + step - sign(step)) / step
-	if count > maxRangeItems {
-		return jinja.Undefined(), fmt.Errorf("range of %d items: templates may make at most %d", count, maxRangeItems)
-	}
-	var items []jinja.Value
-	for i := start; step > 0 && i < stop || step < 0 && i > stop; i += step {
-		items = append(items, jinja.NewInt(i))
-	}
-	return jinja.NewList(items), nil
-})
+		count := max(0, (stop-start+step-sign(step))/step)
+		if count > maxRangeItems {
+			return jinja.Undefined(), fmt.Errorf("range of %d items: templates may make at most %d", count, maxRangeItems)
+		}
+		if budget -= int(count); budget < 0 {
+			return jinja.Undefined(), fmt.Errorf("range: a render may make at most %d items in all", maxRangeBudget)
+		}
+		var items []jinja.Value
+		for i := start; step > 0 && i < stop || step < 0 && i > stop; i += step {
+			items = append(items, jinja.NewInt(i))
+		}
+		return jinja.NewList(items), nil
+	})
+}
 
 func sign(x int64) int64 {
 	if x < 0 {
@@ -198,7 +267,7 @@ func sign(x int64) int64 {
 // Render renders the request's prompt.
 func (t *Template) Render(r Request) (string, error) {
 	vars := map[string]jinja.Value{
-		"range":                 boundedRange,
+		"range":                 boundedRange(),
 		"add_generation_prompt": jinja.NewBool(r.AddGenerationPrompt),
 		"bos_token":             jinja.NewString(t.BOSToken),
 		"eos_token":             jinja.NewString(t.EOSToken),
