@@ -174,7 +174,7 @@ type Masker struct {
 	masks int
 }
 
-// Bounds on a masker's memory (a point's transitions take 2 KiB, a mask
+// Bounds on a masker's memory (a point's ASCII transitions take 1 KiB, a mask
 // ~19 KiB at 151k tokens): past them the automaton starts afresh. Points
 // held by sequences stay valid; they just no longer share.
 const (
