@@ -46,7 +46,7 @@ func FromJSONSchema(schema []byte) (*Grammar, error) {
 	if err != nil {
 		return nil, &SchemaError{Problems: []string{"not valid JSON: " + err.Error()}}
 	}
-	c := &schemaCompiler{e: newEmitter(), root: doc, refs: map[string]string{}, noLT: true}
+	c := &schemaCompiler{e: newEmitter(), root: doc, refs: map[string]string{}}
 	body := c.visit(doc, "")
 	if len(c.problems) > 0 {
 		return nil, &SchemaError{Problems: c.problems}
@@ -172,10 +172,10 @@ var (
 	stringKeywords = []string{"minLength", "maxLength", "pattern", "format"}
 )
 
+// schemaCompiler compiles schemas into GBNF. Strings write '<' only as
+// \u003c, so that no string can spell a tag (<think>, a tool call's
+// closing one) that an output parser would act on.
 type schemaCompiler struct {
-	// noLT: strings write '<' only as \u003c, so that no string can spell
-	// a tag (a tool call's closing one, <think>).
-	noLT     bool
 	e        *emitter
 	root     any
 	refs     map[string]string // $ref → its rule
@@ -189,20 +189,11 @@ func (c *schemaCompiler) fail(path, format string, args ...any) {
 	c.problems = append(c.problems, fmt.Sprintf("at %s: %s", path, fmt.Sprintf(format, args...)))
 }
 
-// lt is what a string class excludes besides JSON's escapes.
-func (c *schemaCompiler) lt() string {
-	if c.noLT {
-		return "<"
-	}
-	return ""
-}
-
-// prim defines a primitive rule and returns its name. Every value rule
-// ends in space, so that what follows a value may be preceded by some.
-func (c *schemaCompiler) prim(name string) string {
-	bodies := map[string]string{
+// primBodies are the primitive rules, and primDeps the rules each uses.
+var (
+	primBodies = map[string]string{
 		"space":   `| " " | "\n"{1,2} [ \t]{0,20}`,
-		"char":    `[^"\\\x7F\x00-\x1F` + c.lt() + `] | "\\" (["\\/bfnrt] | "u" ([0-9a-cA-CeEfF] [0-9a-fA-F]{3} | [dD] [0-7] [0-9a-fA-F]{2}))`,
+		"char":    `[^"\\\x7F\x00-\x1F<] | "\\" (["\\/bfnrt] | "u" ([0-9a-cA-CeEfF] [0-9a-fA-F]{3} | [dD] [0-7] [0-9a-fA-F]{2}))`,
 		"string":  `"\"" char* "\"" space`,
 		"integer": `"-"? ("0" | [1-9] [0-9]{0,15}) space`,
 		"number":  `"-"? ("0" | [1-9] [0-9]{0,15}) ("." [0-9]{1,16})? ([eE] [-+]? [0-9]{1,2})? space`,
@@ -212,14 +203,19 @@ func (c *schemaCompiler) prim(name string) string {
 		"object":  `"{" space (string ":" space value ("," space string ":" space value)*)? "}" space`,
 		"array":   `"[" space (value ("," space value)*)? "]" space`,
 	}
-	deps := map[string][]string{"string": {"char", "space"}, "integer": {"space"}, "number": {"space"},
+	primDeps = map[string][]string{"string": {"char", "space"}, "integer": {"space"}, "number": {"space"},
 		"boolean": {"space"}, "null": {"space"}, "value": {"object", "array", "string", "number", "boolean", "null"},
 		"object": {"space", "string", "value"}, "array": {"space", "value"}}
+)
+
+// prim defines a primitive rule and returns its name. Every value rule
+// ends in space, so that what follows a value may be preceded by some.
+func (c *schemaCompiler) prim(name string) string {
 	if c.e.names[name] {
 		return name
 	}
-	c.e.define(name, bodies[name])
-	for _, d := range deps[name] {
+	c.e.define(name, primBodies[name])
+	for _, d := range primDeps[name] {
 		c.prim(d)
 	}
 	return name
@@ -447,15 +443,12 @@ func (c *schemaCompiler) literal(v any) string {
 	return gbnfLiteral(c.encode(v)) + " " + c.prim("space")
 }
 
-// encode writes v as JSON; with noLT, '<' (only ever inside strings) as
-// \u003c, the same value.
+// encode writes v as JSON, '<' (only ever inside strings) as \u003c: the
+// same value.
 func (c *schemaCompiler) encode(v any) string {
 	var b strings.Builder
 	encodeJSON(&b, v)
-	if c.noLT {
-		return strings.ReplaceAll(b.String(), "<", `\u003c`)
-	}
-	return b.String()
+	return strings.ReplaceAll(b.String(), "<", `\u003c`)
 }
 
 // ref compiles a local reference (#, #/$defs/..., #/definitions/...) as a
@@ -587,11 +580,7 @@ func (c *schemaCompiler) stringRule(s *object, path string) string {
 		return c.e.shared("format-"+f, `"\"" (`+body+`) "\"" `+c.prim("space"))
 	case hasPattern:
 		p, _ := pattern.(string)
-		a := jsonText
-		if c.noLT {
-			a = jsonTextNoLT
-		}
-		body, err := regexBody(c.e, p, a, false)
+		body, err := regexBody(c.e, p, jsonText, false)
 		if err != nil {
 			c.fail(path+"/pattern", "%v", strings.TrimPrefix(err.Error(), ErrGrammar.Error()+": "))
 			return c.prim("string")
@@ -701,7 +690,7 @@ func (c *schemaCompiler) keyNotIn(names []string) string {
 	for _, n := range names {
 		at := root
 		for _, r := range n {
-			if _, esc := jsonEscape(r, c.noLT); esc {
+			if _, esc := jsonEscape(r); esc {
 				at = nil // a name needing escapes cannot be spelled without them
 				break
 			}
@@ -717,17 +706,14 @@ func (c *schemaCompiler) keyNotIn(names []string) string {
 			at.end = true
 		}
 	}
-	plain := c.e.define("plain-char", `[^"\\\x7F\x00-\x1F`+c.lt()+`]`)
+	plain := c.e.define("plain-char", `[^"\\\x7F\x00-\x1F<]`)
 	var build func(n *node) string
 	build = func(n *node) string {
 		var alts []string
 		if !n.end {
 			alts = append(alts, `"\""`)
 		}
-		excluded := []span{{'"', '"'}, {'\\', '\\'}, {0x7f, 0x7f}, {0, 0x1f}}
-		if c.noLT {
-			excluded = append(excluded, span{'<', '<'})
-		}
+		excluded := []span{{'"', '"'}, {'\\', '\\'}, {'<', '<'}, {0x7f, 0x7f}, {0, 0x1f}}
 		for _, r := range n.order {
 			alts = append(alts, gbnfLiteral(string(r))+" "+build(n.kids[r]))
 			excluded = append(excluded, span{r, r})

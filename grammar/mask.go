@@ -237,7 +237,7 @@ func (mk *Masker) step(p *Point, b byte) *Point {
 func (mk *Masker) stepRune(p *Point, r rune) *Point {
 	stacks := p.s.stacks
 	if len(stacks) > 64 { // too many to key: computed each time
-		return mk.intern(newState(p.s.g, p.s.g.stepRune(&frames{}, nil, stacks, r), nil))
+		return mk.intern(p.s.AdvanceRune(r))
 	}
 	var sig uint64
 	for i, f := range stacks {
@@ -251,7 +251,7 @@ func (mk *Masker) stepRune(p *Point, r rune) *Point {
 	if q, ok := p.bySig[sig]; ok {
 		return q
 	}
-	q := mk.intern(newState(p.s.g, p.s.g.stepRune(&frames{}, nil, stacks, r), nil))
+	q := mk.intern(p.s.AdvanceRune(r))
 	if p.bySig == nil {
 		p.bySig = map[uint64]*Point{}
 	}

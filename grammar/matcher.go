@@ -234,35 +234,19 @@ func (s *State) AdvanceByte(b byte) *State {
 // runeRange is the range of code points whose UTF-8 encoding starts with
 // p (shorter than a whole one); valid is false if none does.
 func runeRange(p []byte) (lo, hi rune, valid bool) {
-	n := 0
-	switch c := p[0]; {
-	case c >= 0xC2 && c <= 0xDF:
-		n = 2
-	case c >= 0xE0 && c <= 0xEF:
-		n = 3
-	case c >= 0xF0 && c <= 0xF4:
-		n = 4
-	default:
+	need, lo1, hi1, ok := utf8Lead(p[0])
+	if !ok {
 		return 0, 0, false
 	}
+	n := int(need) + 1
 	var lob, hib [4]byte
 	copy(lob[:], p)
 	copy(hib[:], p)
 	for i := len(p); i < n; i++ {
 		lob[i], hib[i] = 0x80, 0xBF
 	}
-	// The second byte's range is narrower after E0, ED, F0 and F4.
-	if len(p) == 1 {
-		switch p[0] {
-		case 0xE0:
-			lob[1] = 0xA0
-		case 0xED:
-			hib[1] = 0x9F
-		case 0xF0:
-			lob[1] = 0x90
-		case 0xF4:
-			hib[1] = 0x8F
-		}
+	if len(p) == 1 { // the second byte's range, narrower after E0, ED, F0 and F4
+		lob[1], hib[1] = lo1, hi1
 	}
 	l, ln := utf8.DecodeRune(lob[:n])
 	h, hn := utf8.DecodeRune(hib[:n])

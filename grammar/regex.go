@@ -24,10 +24,9 @@ func FromRegex(pattern string) (*Grammar, error) {
 type alphabet int
 
 const (
-	rawText      alphabet = iota
-	jsonText              // inside a JSON string: escapes where JSON needs them
-	jsonTextNoLT          // the same with '<' escaped too, inside a tool call's tags
-	xmlText               // an XML tool-call value: raw, without '<'
+	rawText  alphabet = iota
+	jsonText          // inside a JSON string: escapes where JSON needs them, and for '<'
+	xmlText           // an XML tool-call value: raw, without '<'
 )
 
 // regexBody compiles pattern to a GBNF expression. whole: the pattern must
@@ -87,9 +86,9 @@ func (rc *regexCompiler) expr(re *syntax.Regexp) (string, error) {
 		var parts []string
 		for _, r := range re.Rune {
 			if re.Flags&syntax.FoldCase != 0 {
-				parts = append(parts, rc.class(foldSpans(r), false))
+				parts = append(parts, rc.class(foldSpans(r)))
 			} else {
-				parts = append(parts, rc.class([]span{{r, r}}, false))
+				parts = append(parts, rc.class([]span{{r, r}}))
 			}
 		}
 		return strings.Join(parts, " "), nil
@@ -101,7 +100,7 @@ func (rc *regexCompiler) expr(re *syntax.Regexp) (string, error) {
 		if len(spans) == 0 {
 			return "", fmt.Errorf("an empty character class matches nothing")
 		}
-		return rc.class(spans, false), nil
+		return rc.class(spans), nil
 	case syntax.OpAnyCharNotNL:
 		return rc.anyChar(false), nil
 	case syntax.OpAnyChar:
@@ -154,14 +153,14 @@ func foldSpans(r rune) []span {
 // anyChar is any code point (newline excluded unless nl).
 func (rc *regexCompiler) anyChar(nl bool) string {
 	if nl {
-		return rc.class([]span{{0, unicode.MaxRune}}, false)
+		return rc.class([]span{{0, unicode.MaxRune}})
 	}
-	return rc.class([]span{{0, '\n' - 1}, {'\n' + 1, unicode.MaxRune}}, false)
+	return rc.class([]span{{0, '\n' - 1}, {'\n' + 1, unicode.MaxRune}})
 }
 
 // class is a character class in the output alphabet. In a JSON string the
 // code points that must be escaped are written as their one escape each.
-func (rc *regexCompiler) class(spans []span, negate bool) string {
+func (rc *regexCompiler) class(spans []span) string {
 	if rc.a == xmlText {
 		var kept []span
 		for _, s := range spans {
@@ -182,24 +181,24 @@ func (rc *regexCompiler) class(spans []span, negate bool) string {
 		}
 		spans = kept
 	}
-	if rc.a != jsonText && rc.a != jsonTextNoLT {
+	if rc.a != jsonText {
 		if len(spans) == 1 && spans[0].lo == spans[0].hi {
 			return gbnfLiteral(string(spans[0].lo))
 		}
-		return gbnfClass(spans, negate)
+		return gbnfClass(spans, false)
 	}
 	var plain []span
 	var escapes []string
 	for _, s := range spans {
 		for lo := s.lo; lo <= s.hi; {
-			if esc, ok := jsonEscape(lo, rc.a == jsonTextNoLT); ok {
+			if esc, ok := jsonEscape(lo); ok {
 				escapes = append(escapes, gbnfLiteral(esc))
 				lo++
 				continue
 			}
 			hi := lo
 			for hi < s.hi {
-				if _, ok := jsonEscape(hi+1, rc.a == jsonTextNoLT); ok {
+				if _, ok := jsonEscape(hi + 1); ok {
 					break
 				}
 				hi++
@@ -225,14 +224,12 @@ func (rc *regexCompiler) class(spans []span, negate bool) string {
 	return rc.e.shared("char", strings.Join(alts, " | "))
 }
 
-// jsonEscape is how a JSON string writes r if r cannot appear as itself
-// (or, with noLT, if r is '<').
-func jsonEscape(r rune, noLT bool) (string, bool) {
+// jsonEscape is how a JSON string writes r if r cannot appear as itself,
+// and '<' (see schemaCompiler).
+func jsonEscape(r rune) (string, bool) {
 	switch r {
 	case '<':
-		if noLT {
-			return `\u003c`, true
-		}
+		return `\u003c`, true
 	case '"':
 		return `\"`, true
 	case '\\':

@@ -31,7 +31,7 @@ func ToolCalls(tools []Tool, format ToolCallFormat, many bool) (*Grammar, error)
 	if len(tools) == 0 {
 		return nil, fmt.Errorf("%w: no tools to call", ErrGrammar)
 	}
-	c := &schemaCompiler{e: newEmitter(), refs: map[string]string{}, noLT: true}
+	c := &schemaCompiler{e: newEmitter(), refs: map[string]string{}}
 	var calls []string
 	for i, t := range tools {
 		schema := t.Parameters

@@ -122,12 +122,12 @@ func (s *Server) chatCompletions(w http.ResponseWriter, r *http.Request) {
 		writeError(w, badRequest("messages", "this model has no chat template; pass --chat-template"))
 		return
 	}
-	if len(req.Messages) == 0 || string(req.Messages) == "null" {
+	if !present(req.Messages) {
 		writeError(w, badRequest("messages", "messages is required"))
 		return
 	}
 	var tools []chat.Tool
-	if len(req.Tools) > 0 && string(req.Tools) != "null" {
+	if present(req.Tools) {
 		if err := json.Unmarshal(req.Tools, &tools); err != nil {
 			writeError(w, badRequest("tools", "tools: %v", err))
 			return

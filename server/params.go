@@ -99,7 +99,7 @@ func (f *samplingFields) request(prompt []int32, maxLen, capacity int) (engine.R
 			p.LogitBias[int32(id)] = v
 		}
 	}
-	if len(f.Stop) > 0 && string(f.Stop) != "null" {
+	if present(f.Stop) {
 		var one string
 		if json.Unmarshal(f.Stop, &one) == nil {
 			r.StopStrings = []string{one}

@@ -147,10 +147,9 @@ func compile(src constraintSource) (*grammar.Grammar, error) {
 // grammarCache keeps compiled maskers by their source, so that requests
 // with the same schema share one automaton and its masks.
 type grammarCache struct {
-	mu      sync.Mutex
-	byKey   map[string]*grammar.Masker
-	order   []string
-	entries int
+	mu    sync.Mutex
+	byKey map[string]*grammar.Masker
+	order []string
 }
 
 const cachedGrammars = 64

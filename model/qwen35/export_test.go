@@ -18,11 +18,7 @@ func ShardRanges(src Source, rank int, name string) (dim int, ranges [][2]int) {
 	if sp == nil {
 		return -2, nil
 	}
-	dim = sp.dim
-	if dim < 0 || dim >= len(info.Shape) {
-		dim = len(info.Shape) - 1
-	}
-	return dim, s.ranges(sp)
+	return sp.dim, s.ranges(sp)
 }
 
 // Source is model.Source, for ShardRanges.

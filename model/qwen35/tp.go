@@ -86,7 +86,7 @@ func ShardSource(src model.Source, c *Config, rank, n int) (model.Source, error)
 	return &shardSource{Source: src, c: c, rank: rank, n: n}, nil
 }
 
-// split says how a tensor divides: along dim (0 rows, -1 the last), in
+// split says how a tensor divides: along dim, in
 // segments (lengths along that dim, each divided among the ranks), or
 // not at all (nil).
 type split struct {
@@ -156,15 +156,11 @@ func (s *shardSource) Info(name string) (model.TensorInfo, bool) {
 	}
 	if sp := s.splitOf(name, info.Shape); sp != nil {
 		info.Shape = append([]int(nil), info.Shape...)
-		dim := sp.dim
-		if dim < 0 || dim >= len(info.Shape) {
-			dim = len(info.Shape) - 1
-		}
 		n := 0
 		for _, r := range s.ranges(sp) {
 			n += r[1] - r[0]
 		}
-		info.Shape[dim] = n
+		info.Shape[sp.dim] = n
 	}
 	return info, true
 }
@@ -188,9 +184,6 @@ func (s *shardSource) Tensor(name string) (*rt.Tensor, error) {
 		return nil, fmt.Errorf("qwen35: %w: tensor %q is %v; only unquantized weights are split", ErrShard, name, t.DType())
 	}
 	dim := sp.dim
-	if dim < 0 || dim >= len(shape) {
-		dim = len(shape) - 1
-	}
 	// The tensor as [outer, dim, inner] in elements; take the ranges of dim.
 	outer, inner := 1, 1
 	for _, d := range shape[:dim] {
