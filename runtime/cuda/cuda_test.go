@@ -475,6 +475,8 @@ func BenchmarkDecodeGEMVs(b *testing.B) {
 	}
 	mem := be.Memory()
 	step := mem.(rt.Stepper)
+	regs, resident := cuda.KernelOccupancy("gemv_16")
+	b.Logf("gemv_16: %d registers a thread, %d blocks resident", regs, resident)
 	for _, s := range []struct{ n, k int }{{8224, 1024}, {7168, 1024}, {1024, 2048}, {1024, 3584}, {248320, 1024}} {
 		b.Run(fmt.Sprintf("%dx%d", s.n, s.k), func(b *testing.B) {
 			const calls = 32
@@ -513,4 +515,41 @@ func BenchmarkDecodeGEMVs(b *testing.B) {
 			b.ReportMetric(float64(b.Elapsed().Microseconds())/float64(b.N*len(ws)), "µs/gemv")
 		})
 	}
+}
+
+// BenchmarkDependentKernels times a chain of small kernels in a graph, each
+// reading what the one before wrote (a decode step is ~300 such kernels):
+// the fixed cost of a kernel that programmatic dependent launch hides.
+func BenchmarkDependentKernels(b *testing.B) {
+	be, err := backends.New(rt.CUDA)
+	if err != nil {
+		b.Skip(err)
+	}
+	mem := be.Memory()
+	step := mem.(rt.Stepper)
+	const chain = 128
+	x, err := mem.Alloc(rt.F32, 1, 1024)
+	if err != nil {
+		b.Skip(err)
+	}
+	y, _ := mem.Alloc(rt.F32, 1, 1024)
+	defer mem.Free(x)
+	defer mem.Free(y)
+	run := func() error {
+		for range chain / 2 {
+			if err := be.Add(y, x, x); err != nil {
+				return err
+			}
+			if err := be.Add(x, y, y); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	for b.Loop() {
+		if err := step.Step(run); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/1e3/float64(b.N*chain), "µs/kernel")
 }

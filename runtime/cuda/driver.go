@@ -4,6 +4,7 @@ package cuda
 
 import (
 	"fmt"
+	"os"
 	"runtime"
 	"sync"
 	"time"
@@ -43,7 +44,10 @@ var (
 	cuModuleLoadData            func(mod *uintptr, image unsafe.Pointer) int32
 	cuModuleGetFunction         func(fn *uintptr, mod uintptr, name string) int32
 	cuFuncSetAttribute          func(fn uintptr, attr int32, v int32) int32
+	cuFuncGetAttribute          func(v *int32, attr int32, fn uintptr) int32
+	cuOccupancyMaxActiveBlocks  func(n *int32, fn uintptr, block int32, shared uintptr) int32
 	cuLaunchKernel              func(fn uintptr, gx, gy, gz, bx, by, bz uint32, shared uint32, stream uintptr, params unsafe.Pointer, extra unsafe.Pointer) int32
+	cuLaunchKernelEx            func(config *launchConfig, fn uintptr, params unsafe.Pointer, extra unsafe.Pointer) int32 // CUDA 12; nil before
 	cuGetErrorName              func(code int32, s **byte) int32
 	cuDriverGetVersion          func(v *int32) int32
 	cuDeviceTotalMem            func(n *uintptr, dev int32) int32
@@ -57,6 +61,7 @@ const (
 	attrComputeMinor     = 76
 	attrMultiprocessors  = 16
 	funcAttrMaxDynShared = 8
+	funcAttrNumRegs      = 4
 )
 
 // Context is the CUDA state of one GPU: its primary context, the compiled
@@ -74,6 +79,7 @@ type Context struct {
 
 	mod       uintptr
 	fns       map[string]uintptr
+	resident  map[uintptr]int  // blocks of a kernel (of 256 threads) resident at once on the GPU
 	bigShared map[uintptr]bool // kernels allowed more than 48 KiB of shared memory
 	blas      *blas
 
@@ -88,6 +94,7 @@ type Context struct {
 	graphs       []graph
 	stream       uintptr // the capture stream
 	noGraphs     bool
+	pdl          bool      // graphs' kernels launched with programmatic dependencies (Hopper on)
 	lastGraphEnd time.Time // GOVLLM_CUDA_PROFILE=graphs
 	graphStats   GraphStats
 
@@ -140,11 +147,15 @@ func open() (*Context, error) {
 		"cuGraphDestroy": &cuGraphDestroy, "cuGraphExecDestroy": &cuGraphExecDestroy, "cuMemFreeHost": &cuMemFreeHost,
 		"cuModuleLoadData": &cuModuleLoadData, "cuModuleGetFunction": &cuModuleGetFunction,
 		"cuFuncSetAttribute": &cuFuncSetAttribute, "cuLaunchKernel": &cuLaunchKernel,
+		"cuFuncGetAttribute": &cuFuncGetAttribute, "cuOccupancyMaxActiveBlocksPerMultiprocessor": &cuOccupancyMaxActiveBlocks,
 		"cuGetErrorName": &cuGetErrorName, "cuDriverGetVersion": &cuDriverGetVersion,
 		"cuDeviceTotalMem_v2": &cuDeviceTotalMem,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("cuda: %w", err)
+	}
+	if lib.bind(map[string]any{"cuLaunchKernelEx": &cuLaunchKernelEx}) != nil {
+		cuLaunchKernelEx = nil
 	}
 	if (profiling || profilingGraph) && bindEvents(lib) != nil {
 		profiling, profilingGraph = false, false
@@ -165,7 +176,7 @@ func open() (*Context, error) {
 	if err := check("cuDeviceGet", cuDeviceGet(&dev, 0)); err != nil {
 		return nil, err
 	}
-	c := &Context{fns: map[string]uintptr{}, bigShared: map[uintptr]bool{}}
+	c := &Context{fns: map[string]uintptr{}, bigShared: map[uintptr]bool{}, resident: map[uintptr]int{}}
 	var name [256]byte
 	cuDeviceGetName(&name[0], int32(len(name)), dev)
 	for i, b := range name {
@@ -184,6 +195,7 @@ func open() (*Context, error) {
 	cuDriverGetVersion(&v)
 	c.Driver = int(v)
 	cuDeviceTotalMem(&c.TotalMem, dev)
+	c.pdl = c.Major >= 9 && cuLaunchKernelEx != nil && os.Getenv("GOVLLM_CUDA_PDL") != "0"
 	if err := check("cuDevicePrimaryCtxRetain", cuDevicePrimaryCtxRetain(&c.ctx, dev)); err != nil {
 		return nil, err
 	}
@@ -408,6 +420,24 @@ func (c *Context) function(name string) (uintptr, error) {
 		c.fns[name] = fn
 	}
 	return fn, nil
+}
+
+// residentBlocks is how many blocks of 256 threads of kernel name the
+// GPU holds at once (0 if the driver cannot say).
+func (c *Context) residentBlocks(name string) int {
+	fn, err := c.function(name)
+	if err != nil {
+		return 0
+	}
+	n, ok := c.resident[fn]
+	if !ok {
+		var per int32
+		if cuOccupancyMaxActiveBlocks(&per, fn, 256, 0) == 0 {
+			n = int(per) * c.SMs
+		}
+		c.resident[fn] = n
+	}
+	return n
 }
 
 // launch runs kernel name on a 1-D grid with the given arguments (each a

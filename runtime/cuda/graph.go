@@ -97,6 +97,13 @@ func (c *Context) issue(enc []byte) error {
 		return c.replay(enc, 0)
 	}
 	exec, err := c.capture(enc)
+	if err != nil && c.pdl {
+		// A driver that cannot capture programmatic dependencies: plain
+		// launches still make a graph.
+		slog.Warn("cuda: graph capture with programmatic dependent launch failed; capturing without it", "err", err)
+		c.pdl = false
+		exec, err = c.capture(enc)
+	}
 	if err != nil {
 		// A driver or library that cannot capture this work: run eagerly
 		// from now on, and say so once.
@@ -194,8 +201,7 @@ func (c *Context) replay(enc []byte, stream uintptr) error {
 				ptrs[i] = unsafe.Pointer(unsafe.SliceData(enc))
 				enc = enc[(size+7)&^7:]
 			}
-			if err := check("cuLaunchKernel", cuLaunchKernel(fn, uint32(grid), uint32(gridY), 1, uint32(block), 1, 1,
-				uint32(shared), stream, unsafe.Pointer(&ptrs[0]), nil)); err != nil {
+			if err := c.launchOn(stream, fn, uint32(grid), uint32(gridY), uint32(block), uint32(shared), unsafe.Pointer(&ptrs[0])); err != nil {
 				return err
 			}
 		case recCopy:
@@ -214,6 +220,39 @@ func (c *Context) replay(enc []byte, stream uintptr) error {
 		}
 	}
 	return nil
+}
+
+// launchConfig is CUlaunchConfig; attrs points at one launchAttr.
+type launchConfig struct {
+	grid, gridY, gridZ    uint32
+	block, blockY, blockZ uint32
+	shared                uint32
+	stream                uintptr
+	attrs                 *launchAttr
+	numAttrs              uint32
+}
+
+// launchAttr is CUlaunchAttribute: an id, padding, a 64-byte value.
+type launchAttr struct {
+	id    uint32
+	_     uint32
+	value [16]uint32
+}
+
+const launchAttrProgrammaticStreamSerialization = 6
+
+// launchOn launches on stream; a kernel of a graph being captured may
+// start before the one before it ends (its DEPEND() waits for it), which
+// hides most of the gap between the small kernels of a decode step.
+func (c *Context) launchOn(stream, fn uintptr, grid, gridY, block, shared uint32, params unsafe.Pointer) error {
+	if stream == 0 || !c.pdl {
+		return check("cuLaunchKernel", cuLaunchKernel(fn, grid, gridY, 1, block, 1, 1, shared, stream, params, nil))
+	}
+	attr := launchAttr{id: launchAttrProgrammaticStreamSerialization}
+	attr.value[0] = 1
+	cfg := launchConfig{grid: grid, gridY: gridY, gridZ: 1, block: block, blockY: 1, blockZ: 1,
+		shared: shared, stream: stream, attrs: &attr, numAttrs: 1}
+	return check("cuLaunchKernelEx", cuLaunchKernelEx(&cfg, fn, params, nil))
 }
 
 // flush issues what the step recorded so far; the rest of it runs eagerly.

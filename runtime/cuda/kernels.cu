@@ -53,6 +53,30 @@ __device__ float block_sum(float v) {
 
 __device__ __forceinline__ float sigmoidf_(float x) { return 1.f / (1.f + expf(-x)); }
 
+// Programmatic dependent launch (Hopper): a kernel of a graph may start
+// while the one before it finishes; it waits here, before touching memory,
+// until that one has completed and its writes are visible, and lets the
+// next one start at once. Both are no-ops when not launched that way.
+#if __CUDA_ARCH__ >= 900
+#define DEPEND()                                                \
+    do {                                                        \
+        asm volatile("griddepcontrol.wait;" ::: "memory");      \
+        asm volatile("griddepcontrol.launch_dependents;" :::); \
+    } while (0)
+#else
+#define DEPEND() \
+    do {         \
+    } while (0)
+#endif
+
+// prefetch_l2 asks L2 for bytes at p, a warp's lanes taking every 32nd
+// 128-byte line. A matmul issues it for its weight, which no kernel
+// writes, before DEPEND(): the weight streams in while the kernel before
+// (whose output is x) finishes.
+__device__ __forceinline__ void prefetch_l2(const char* p, int bytes, int lane) {
+    for (int off = lane * 128; off < bytes; off += 32 * 128) asm volatile("prefetch.global.L2 [%0];" ::"l"(p + off));
+}
+
 extern "C" {
 
 // The elementwise kernels: blockIdx.x is the row, blockIdx.y a piece of
@@ -60,12 +84,14 @@ extern "C" {
 #define EACH_COL(i) for (int i = blockIdx.y * blockDim.x + threadIdx.x; i < cols; i += gridDim.y * blockDim.x)
 
 __global__ void add_f32(float* d, i64 sd, const float* a, i64 sa, const float* b, i64 sb, int cols) {
+    DEPEND();
     i64 r = blockIdx.x;
     EACH_COL(i) d[r * sd + i] = a[r * sa + i] + b[r * sb + i];
 }
 
 // swiglu_f32: d = silu(g) * u, or silu(g) where u is null.
 __global__ void swiglu_f32(float* d, i64 sd, const float* g, i64 sg, const float* u, i64 su, int cols) {
+    DEPEND();
     i64 r = blockIdx.x;
     EACH_COL(i) {
         float x = g[r * sg + i];
@@ -76,6 +102,7 @@ __global__ void swiglu_f32(float* d, i64 sd, const float* g, i64 sg, const float
 
 // sigmoid_mul_f32: d = x * sigmoid(gate); a gate row of one element broadcasts.
 __global__ void sigmoid_mul_f32(float* d, i64 sd, const float* x, i64 sx, const float* g, i64 sg, int cols, int gcols) {
+    DEPEND();
     i64 r = blockIdx.x;
     EACH_COL(i) d[r * sd + i] = x[r * sx + i] * sigmoidf_(g[r * sg + (gcols == 1 ? 0 : i)]);
 }
@@ -90,6 +117,7 @@ __device__ __forceinline__ i64 row_at(i64 r, int group, i64 s0, i64 s1) { return
 // rms_norm_f32: d = x / rms(x) * (w or 1 + w); gated: times silu(z).
 __global__ void rms_norm_f32(float* d, i64 sd, i64 sd1, const float* x, i64 sx, i64 sx1, const float* w, const float* z,
                              i64 sz, i64 sz1, int group, int cols, float eps, int offset) {
+    DEPEND();
     i64 r = blockIdx.x;
     const float* xr = x + row_at(r, group, sx, sx1);
     float* dr = d + row_at(r, group, sd, sd1);
@@ -108,6 +136,7 @@ __global__ void rms_norm_f32(float* d, i64 sd, i64 sd1, const float* x, i64 sx, 
 
 // add_rms_norm_f32: x += y, then d = x / rms(x) * (1 + w).
 __global__ void add_rms_norm_f32(float* d, i64 sd, float* x, i64 sx, const float* y, i64 sy, const float* w, int cols, float eps) {
+    DEPEND();
     i64 r = blockIdx.x;
     float* xr = x + r * sx;
     const float* yr = y + r * sy;
@@ -122,6 +151,7 @@ __global__ void add_rms_norm_f32(float* d, i64 sd, float* x, i64 sx, const float
 }
 
 __global__ void l2_norm_f32(float* d, i64 sd, i64 sd1, const float* x, i64 sx, i64 sx1, int group, int cols, float eps) {
+    DEPEND();
     i64 r = blockIdx.x;
     const float* xr = x + row_at(r, group, sx, sx1);
     float* dr = d + row_at(r, group, sd, sd1);
@@ -133,6 +163,7 @@ __global__ void l2_norm_f32(float* d, i64 sd, i64 sd1, const float* x, i64 sx, i
 
 // split_query_gate_f32: row r of qg is [q | gate], each of cols.
 __global__ void split_query_gate_f32(float* q, i64 sq, float* gate, i64 sg, const float* qg, i64 sqg, int cols) {
+    DEPEND();
     i64 r = blockIdx.x;
     for (int i = threadIdx.x; i < cols; i += blockDim.x) {
         q[r * sq + i] = qg[r * sqg + i];
@@ -157,6 +188,7 @@ __device__ void rotate(float* x, int pos, int rdim, float theta) {
 
 // rope_neox_f32: rows are (token, head) with heads per token; in place.
 __global__ void rope_neox_f32(float* x, i64 sx, const int* pos, int heads, int rdim, float theta) {
+    DEPEND();
     i64 r = blockIdx.x;
     rotate(x + r * sx, pos[r / heads], rdim, theta);
 }
@@ -167,6 +199,7 @@ __global__ void rope_neox_f32(float* x, i64 sx, const int* pos, int heads, int r
 __global__ void attn_preamble_f32(float* q, i64 sq, float* gate, i64 sg, const float* qg, i64 sqg, float* k, i64 sk,
                                   const float* qw, const float* kw, const int* pos, int hq, int hkv, int dim,
                                   int rdim, float theta, float eps) {
+    DEPEND();
     int row = blockIdx.x, t = row / (hq + hkv), h = row % (hq + hkv);
     const float* src;
     float* dst;
@@ -193,6 +226,7 @@ __global__ void attn_preamble_f32(float* q, i64 sq, float* gate, i64 sg, const f
 // gdn_gating_f32: g = -exp(aLog) * softplus(a + dtBias), beta = sigmoid(b).
 __global__ void gdn_gating_f32(float* g, i64 sg, float* beta, i64 sbeta, const float* a, i64 sa, const float* b, i64 sb,
                                const float* alog, const float* dtb, int heads) {
+    DEPEND();
     i64 r = blockIdx.x;
     for (int h = threadIdx.x; h < heads; h += blockDim.x) {
         float x = a[r * sa + h] + dtb[h];
@@ -204,24 +238,29 @@ __global__ void gdn_gating_f32(float* g, i64 sg, float* beta, i64 sbeta, const f
 
 // Embedding rows: one block per id.
 __global__ void embed_f32(float* d, i64 sd, const float* t, const int* ids, int cols) {
+    DEPEND();
     i64 r = blockIdx.x, src = (i64)ids[r] * cols;
     for (int i = threadIdx.x; i < cols; i += blockDim.x) d[r * sd + i] = t[src + i];
 }
 __global__ void embed_bf16(float* d, i64 sd, const u16* t, const int* ids, int cols) {
+    DEPEND();
     i64 r = blockIdx.x, src = (i64)ids[r] * cols;
     for (int i = threadIdx.x; i < cols; i += blockDim.x) d[r * sd + i] = bf16_to_f32(t[src + i]);
 }
 __global__ void embed_f16(float* d, i64 sd, const u16* t, const int* ids, int cols) {
+    DEPEND();
     i64 r = blockIdx.x, src = (i64)ids[r] * cols;
     for (int i = threadIdx.x; i < cols; i += blockDim.x) d[r * sd + i] = f16_to_f32(t[src + i]);
 }
 
 // Activations to the weight's 16-bit type for cuBLAS, dense [rows, cols].
 __global__ void to_bf16(u16* d, const float* x, i64 sx, int cols) {
+    DEPEND();
     i64 r = blockIdx.x;
     for (int i = threadIdx.x; i < cols; i += blockDim.x) d[r * cols + i] = f32_to_bf16(x[r * sx + i]);
 }
 __global__ void to_f16(u16* d, const float* x, i64 sx, int cols) {
+    DEPEND();
     i64 r = blockIdx.x;
     for (int i = threadIdx.x; i < cols; i += blockDim.x) d[r * cols + i] = f32_to_f16(x[r * sx + i]);
 }
@@ -230,6 +269,7 @@ __global__ void to_f16(u16* d, const float* x, i64 sx, int cols) {
 // lo = round(x - hi) at M + r (bf16, or f16 when f16 = 1): W·hi + W·lo in
 // f32 accumulation carries x to ~2^-17 instead of bf16's 2^-9.
 __global__ void split_16(u16* d, const float* x, i64 sx, int cols, int M, int f16) {
+    DEPEND();
     i64 r = blockIdx.x;
     for (int i = threadIdx.x; i < cols; i += blockDim.x) {
         float v = x[r * sx + i];
@@ -242,6 +282,7 @@ __global__ void split_16(u16* d, const float* x, i64 sx, int cols, int M, int f1
 
 // sum_halves: d[r] = y[r] + y[M + r], rows of n.
 __global__ void sum_halves(float* d, i64 sd, const float* y, int M, int n) {
+    DEPEND();
     i64 r = blockIdx.x;
     for (int i = threadIdx.x; i < n; i += blockDim.x) d[r * sd + i] = y[r * n + i] + y[(M + r) * n + i];
 }
@@ -275,45 +316,56 @@ __device__ __forceinline__ float dot8(uint4 q, float4 a, float4 b, int f16) {
 // weight read once in 16-byte loads. Blocks of 8 warps; a warp takes
 // `rows` (1 to 4) adjacent weight rows, so a lane's 8 values of x are
 // loaded once for all of them, and a 1/split of K (split 1, 2, 4 or 8),
-// so that a matrix of few rows still has loads enough in flight.
+// so that a matrix of few rows still has loads enough in flight. The grid
+// may be smaller than the matrix's blocks (as many as are resident at
+// once): each block then strides over them, so that no second, partial
+// wave leaves most SMs idle at the end.
 // Needs K % 8 == 0 and 16-byte aligned x and rows of w.
 __global__ void gemv_16(float* d, const float* x, const u16* w, int N, int K, int f16, int split, int rows) {
     __shared__ float part[8][4];
-    int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
-    int n0 = (blockIdx.x * (8 / split) + warp / split) * rows, piece = warp % split;
+    int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, piece = warp % split;
     int units = K / 8, per = (units + split - 1) / split;
-    int u0 = piece * per, u1 = min(units, u0 + per);
-    if (n0 >= N) u1 = u0; // no work, but the block's barrier below
-    int live = min(rows, N - n0);
-    float acc[4] = {0.f, 0.f, 0.f, 0.f};
-#pragma unroll 2
-    for (int i = u0 + lane; i < u1; i += 32) {
-        const float4* xr = (const float4*)(x + (i64)i * 8);
-        float4 a = xr[0], b = xr[1];
-        uint4 q[4];
-#pragma unroll
-        for (int r = 0; r < 4; r++)
-            if (r < live) q[r] = ld_stream((const uint4*)(w + (i64)(n0 + r) * K) + i);
-#pragma unroll
-        for (int r = 0; r < 4; r++)
-            if (r < live) acc[r] += dot8(q[r], a, b, f16);
-    }
-#pragma unroll
-    for (int r = 0; r < 4; r++) {
-        if (r >= rows) break;
-        float v = warp_sum(acc[r]);
-        if (split == 1) {
-            if (lane == 0 && r < live) d[n0 + r] = v;
-        } else if (lane == 0) {
-            part[warp][r] = v;
+    int nblocks = (((N + rows - 1) / rows) * split + 7) / 8;
+    for (int blk = blockIdx.x; blk < nblocks; blk += gridDim.x) {
+        int n0 = (blk * (8 / split) + warp / split) * rows;
+        int u0 = piece * per, u1 = min(units, u0 + per);
+        if (n0 >= N) u1 = u0; // no work, but the block's barrier below
+        int live = min(rows, N - n0);
+        if (blk == blockIdx.x) {
+            for (int r = 0; r < live; r++) prefetch_l2((const char*)(w + (i64)(n0 + r) * K + (i64)u0 * 8), (u1 - u0) * 16, lane);
+            DEPEND();
         }
-    }
-    if (split == 1) return;
-    __syncthreads();
-    if (piece == 0 && lane < live) {
-        float s = 0.f;
-        for (int j = 0; j < split; j++) s += part[warp + j][lane];
-        d[n0 + lane] = s;
+        float acc[4] = {0.f, 0.f, 0.f, 0.f};
+#pragma unroll 2
+        for (int i = u0 + lane; i < u1; i += 32) {
+            const float4* xr = (const float4*)(x + (i64)i * 8);
+            float4 a = xr[0], b = xr[1];
+            uint4 q[4];
+#pragma unroll
+            for (int r = 0; r < 4; r++)
+                if (r < live) q[r] = ld_stream((const uint4*)(w + (i64)(n0 + r) * K) + i);
+#pragma unroll
+            for (int r = 0; r < 4; r++)
+                if (r < live) acc[r] += dot8(q[r], a, b, f16);
+        }
+#pragma unroll
+        for (int r = 0; r < 4; r++) {
+            if (r >= rows) break;
+            float v = warp_sum(acc[r]);
+            if (split == 1) {
+                if (lane == 0 && r < live) d[n0 + r] = v;
+            } else if (lane == 0) {
+                part[warp][r] = v;
+            }
+        }
+        if (split == 1) continue;
+        __syncthreads();
+        if (piece == 0 && lane < live) {
+            float s = 0.f;
+            for (int j = 0; j < split; j++) s += part[warp + j][lane];
+            d[n0 + lane] = s;
+        }
+        __syncthreads(); // part is written again by the next block's warps
     }
 }
 
@@ -409,6 +461,8 @@ __device__ __forceinline__ void unit_q(int type, const u8* row, int u, float* v,
 // of rowBytes bytes, each lane decoding units of 8 weights.
 __global__ void gemv_q(float* d, i64 sd, const float* x, i64 sx, const u8* w, i64 rowBytes, int M, int N, int K, int type) {
     int n = (blockIdx.x * blockDim.x + threadIdx.x) >> 5, lane = threadIdx.x & 31;
+    if (n < N) prefetch_l2((const char*)w + (i64)n * rowBytes, (int)rowBytes, lane);
+    DEPEND();
     if (n >= N) return;
     const u8* wr = w + (i64)n * rowBytes;
     float acc[8] = {0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f};
@@ -435,6 +489,7 @@ __global__ void gemv_q(float* d, i64 sd, const float* x, i64 sx, const u8* w, i6
 // dequant_q_bf16: rows of a quantized weight to bf16 [rows, K] (for cuBLAS
 // when many rows of x share the weight); one thread per unit.
 __global__ void dequant_q_bf16(u16* d, const u8* w, i64 rowBytes, int rows, int K, int type) {
+    DEPEND();
     i64 t = (i64)blockIdx.x * blockDim.x + threadIdx.x, units = K / 8;
     if (t >= (i64)rows * units) return;
     i64 r = t / units;
@@ -446,6 +501,7 @@ __global__ void dequant_q_bf16(u16* d, const u8* w, i64 rowBytes, int rows, int 
 
 // embed_q: rows ids of a quantized table to f32; one block per id.
 __global__ void embed_q(float* d, i64 sd, const u8* t, i64 rowBytes, const int* ids, int K, int type) {
+    DEPEND();
     const u8* row = t + (i64)ids[blockIdx.x] * rowBytes;
     float* out = d + (i64)blockIdx.x * sd;
     for (int u = threadIdx.x; u < K / 8; u += blockDim.x) {
@@ -458,6 +514,7 @@ __global__ void embed_q(float* d, i64 sd, const u8* t, i64 rowBytes, const int* 
 
 // kv_write_f32: row i of x (width floats) to cache row slots[i].
 __global__ void kv_write_f32(float* cache, const float* x, i64 sx, const int* slots, int width) {
+    DEPEND();
     i64 r = blockIdx.x, dst = (i64)slots[r] * width;
     for (int i = threadIdx.x; i < width; i += blockDim.x) cache[dst + i] = x[r * sx + i];
 }
@@ -468,6 +525,7 @@ __global__ void kv_write_f32(float* cache, const float* x, i64 sx, const int* sl
 // state is state + slots[y]·(K-1)·C.
 __global__ void conv1d_causal_f32(float* d, i64 sd, const float* x, i64 sx, const float* w, float* state, const int* slots,
                                   int T, int C, int K) {
+    DEPEND();
     int c = blockIdx.x * blockDim.x + threadIdx.x;
     if (c >= C) return;
     if (slots) {
@@ -506,6 +564,7 @@ __global__ void delta_rule_f32(float* out, i64 so, i64 so1, const float* q, i64 
                                const float* v, i64 sv, i64 sv1,
                                const float* g, i64 sg, const float* beta, i64 sb, float* state, const int* slots, int T, int hk, int hv,
                                int dk, int dv, int tiled) {
+    DEPEND();
     extern __shared__ float sh[]; // q'[dk], k[dk]
     float* qs = sh;
     float* ks = sh + dk;
@@ -568,6 +627,7 @@ __global__ void delta_rule_f32(float* out, i64 so, i64 so1, const float* q, i64 
 __global__ void attention_f32(float* dst, i64 sdst, const float* q, i64 sq, const float* kc, const float* vc,
                               const int* rowpos, const int* rowtab, const int* tabs, int hq, int hkv, int dim,
                               int bsize, float scale) {
+    DEPEND();
     int r = blockIdx.x / hq, h = blockIdx.x % hq, kh = h / (hq / hkv);
     int lane = threadIdx.x & 31, w = threadIdx.x >> 5, nw = blockDim.x >> 5;
     const float* qr = q + ((i64)r * hq + h) * sq;
@@ -622,6 +682,7 @@ __global__ void attention_f32(float* dst, i64 sdst, const float* q, i64 sq, cons
 
 // gather_rows_f32: dst row i ← x row rows[i].
 __global__ void gather_rows_f32(float* d, i64 sd, const float* x, i64 sx, const int* rows, int cols) {
+    DEPEND();
     i64 r = blockIdx.x, src = rows[r];
     for (int i = threadIdx.x; i < cols; i += blockDim.x) d[r * sd + i] = x[src * sx + i];
 }
@@ -629,6 +690,7 @@ __global__ void gather_rows_f32(float* d, i64 sd, const float* x, i64 sx, const 
 // moe_scatter_add_f32: dst row rows[i] += w[i] · src row i, one thread per
 // column walking i in order, so that sums round as on the CPU.
 __global__ void moe_scatter_add_f32(float* d, i64 sd, const float* src, i64 ss, const int* rows, const float* w, int n, int cols) {
+    DEPEND();
     int c = blockIdx.x * blockDim.x + threadIdx.x;
     if (c >= cols) return;
     for (int i = 0; i < n; i++) d[(i64)rows[i] * sd + c] += w[i] * src[(i64)i * ss + c];
@@ -638,6 +700,7 @@ __global__ void moe_scatter_add_f32(float* d, i64 sd, const float* src, i64 ss, 
 // the sum in double, as on the CPU), the k largest probabilities (ties to
 // the lower index) renormalised; one block per row, experts ≤ 1024.
 __global__ void router_topk_f32(int* ids, float* weights, const float* lg, i64 sl, int experts, int k) {
+    DEPEND();
     __shared__ float p[1024];
     __shared__ float mx;
     const float* l = lg + (i64)blockIdx.x * sl;
@@ -670,6 +733,7 @@ __global__ void router_topk_f32(int* ids, float* weights, const float* lg, i64 s
 
 // spin holds the GPU for ns nanoseconds (GOVLLM_CUDA_PROFILE, profile.go).
 __global__ void spin(i64 ns) {
+    DEPEND();
     unsigned long long t0, t;
     asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t0));
     do {

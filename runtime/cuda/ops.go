@@ -325,7 +325,11 @@ func matMul(dst, x, w *rt.Tensor) {
 				}
 				nn, kk, rows, split := int32(N), int32(K), int32(gemvRows), gemvSplit(N, K)
 				slots := (N + gemvRows - 1) / gemvRows
-				return c.launch("gemv_16", (slots*int(split)+7)/8, 256, 0, p(&m[0].ptr), p(&m[1].ptr), p(&m[2].ptr),
+				grid := (slots*int(split) + 7) / 8
+				if r := c.residentBlocks("gemv_16"); r > 0 && grid > r {
+					grid = r // one wave striding over the blocks
+				}
+				return c.launch("gemv_16", grid, 256, 0, p(&m[0].ptr), p(&m[1].ptr), p(&m[2].ptr),
 					p(&nn), p(&kk), p(&f16), p(&split), p(&rows))
 			}
 			typ, f16 := int32(cudaR16BF), int32(0)
