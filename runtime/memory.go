@@ -2,6 +2,7 @@ package runtime
 
 import (
 	"bufio"
+	"errors"
 	"fmt"
 	"os"
 	"strconv"
@@ -35,10 +36,32 @@ type Memory interface {
 // Stepper is a Memory whose backend can record a forward step's work and
 // issue it at once (CUDA graphs). Step runs f, which must not read device
 // memory back on the host; whatever must wait for the device mid-step
-// works, at the cost of the recording.
+// works, at the cost of the recording. then, if not nil, runs once the
+// step's work is issued and before it is waited for: host work that
+// overlaps the device's, such as recording the next step.
 type Stepper interface {
-	Step(f func() error) error
+	Step(f func() error, then func()) error
+	// Record records f as a step without running any of it, while the
+	// device may still be running the step before. Where f needs the
+	// device mid-step (a copy, a free, a buffer that grows), Record fails
+	// and nothing of f has happened on the device.
+	Record(f func() error) (Recording, error)
 }
+
+// Recording is a step recorded ahead by Stepper.Record; a later Record
+// replaces it.
+type Recording interface {
+	// Restage copies v, a host array the step staged, again: its values
+	// changed since (the tokens sampled after the recording).
+	Restage(v []int32) error
+	// Issue runs the step as Step does. It fails with ErrStaleRecording,
+	// having run nothing, where the device buffers the step uses may have
+	// changed since it was recorded.
+	Issue(then func()) error
+}
+
+// ErrStaleRecording is a Recording that can no longer be issued.
+var ErrStaleRecording = errors.New("recording is stale")
 
 // HostMemory is the CPU's memory: the Go heap.
 type HostMemory struct{}

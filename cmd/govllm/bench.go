@@ -53,7 +53,7 @@ func newBenchCmd() *cobra.Command {
 		modelPath, device, output string
 		prompts, gens             string
 		threads, reps, conc       int
-		cpuProfile                string
+		cpuProfile, memProfile    string
 	)
 	cmd := &cobra.Command{
 		Use:   "bench --model FILE [-p 512] [-n 128] [-t 2] [-r 5] [-o md|json] [--concurrency 8]",
@@ -99,6 +99,13 @@ llama-batched-bench's S_TG does.`,
 					return err
 				}
 				defer pprof.StopCPUProfile()
+			}
+			if memProfile != "" {
+				defer func() {
+					if err := writeHeapProfile(memProfile); err != nil {
+						slog.Error("bench: memory profile", "file", memProfile, "err", err)
+					}
+				}()
 			}
 			b := &bencher{m: m, rng: rand.New(rand.NewPCG(1, 2)), reps: reps}
 			var tests [][2]int // (n_prompt, n_gen)
@@ -155,9 +162,23 @@ llama-batched-bench's S_TG does.`,
 	f.IntVarP(&reps, "repetitions", "r", 5, "repetitions of each test")
 	f.StringVarP(&output, "output", "o", "md", "output format: md or json")
 	f.StringVar(&cpuProfile, "cpuprofile", "", "write a CPU profile of the runs to this file")
+	f.StringVar(&memProfile, "memprofile", "", "write a heap profile (allocations since start: go tool pprof -sample_index=alloc_objects) to this file")
 	f.IntVar(&conc, "concurrency", 1, "sequences decoded together (aggregate generation throughput)")
 	cmd.AddCommand(newBenchServeCmd())
 	return cmd
+}
+
+// writeHeapProfile writes the allocations so far to path.
+func writeHeapProfile(path string) error {
+	f, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	if err := pprof.Lookup("allocs").WriteTo(f, 0); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
 }
 
 func parseCounts(flag, s string) ([]int, error) {

@@ -23,6 +23,12 @@ type Cache struct {
 	step   batch
 	arena  rt.Arena
 	logits *rt.Tensor
+
+	// The step after the last, recorded ahead (ahead.go): ahead is &next
+	// or nil.
+	ahead       *ahead
+	next        ahead
+	placeholder []int32
 }
 
 // CacheSizes are the bytes one KV block and one state slot take.
@@ -81,6 +87,7 @@ func (m *Model) NewCache(blockSize, numBlocks, numSlots int) (*Cache, error) {
 
 // Close frees the cache's memory.
 func (c *Cache) Close() {
+	c.ahead = nil
 	freeTensors(c.mem, c.k, c.v, c.conv, c.rec)
 	c.arena.Free()
 	if c.logits != nil {

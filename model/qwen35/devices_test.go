@@ -99,3 +99,81 @@ func TestGPUDecodeStepsReplayAsGraphs(t *testing.T) {
 		t.Errorf("graph steps: max |Δlogit| %g against transformers", d)
 	}
 }
+
+// TestGPUStepsRecordedAheadMatch decodes three sequences together on the
+// GPU twice, recording each next step ahead and not, with block
+// boundaries (where no step is recorded ahead), a step of two tokens
+// (where the one recorded ahead is dropped) and a device free between
+// steps (which stales it): every step's logits must be equal bit for bit.
+func TestGPUStepsRecordedAheadMatch(t *testing.T) {
+	be, err := backends.New(rt.CUDA)
+	if errors.Is(err, cuda.ErrUnavailable) {
+		t.Skipf("no CUDA here: %v", err)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	fx := oracle.Load(t, "qwen35-dense")
+	m := loadOn(t, be, fx.Dir, qwen35.Options{})
+	const bs, steps = 4, 40
+	decode := func(ahead bool) (logits []float32, issuedAhead int) {
+		qwen35.SetRecordAhead(ahead)
+		defer qwen35.SetRecordAhead(true)
+		cache, err := m.NewCache(bs, 3*(steps+16)/bs+3, 3)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer cache.Close()
+		seqs := make([]qwen35.Seq, 3)
+		next := int32(0)
+		for i := range seqs {
+			seqs[i] = qwen35.Seq{Tokens: fx.Cases[i+1].IDs[:3], Slot: i, Logits: qwen35.LastLogits}
+		}
+		before := cuda.Graphs().Ahead
+		for step := range steps {
+			for i := range seqs {
+				s := &seqs[i]
+				if step == 20 && i == 1 {
+					s.Tokens = append(s.Tokens, s.Tokens[0])
+				}
+				for len(s.Blocks)*bs < s.Start+len(s.Tokens) {
+					s.Blocks = append(s.Blocks, next)
+					next++
+				}
+			}
+			if step == 30 {
+				x, err := be.Memory().Alloc(rt.F32, 16)
+				if err != nil {
+					t.Fatal(err)
+				}
+				be.Memory().Free(x)
+			}
+			lg, err := m.ForwardBatch(cache, seqs, qwen35.ForwardOptions{})
+			if err != nil {
+				t.Fatalf("step %d: %v", step, err)
+			}
+			rows := lg.F32()[:lg.Len()]
+			logits = append(logits, rows...)
+			v := len(rows) / len(seqs)
+			for i := range seqs {
+				s := &seqs[i]
+				s.Start += len(s.Tokens)
+				s.Tokens = []int32{int32(argmax(rows[i*v : (i+1)*v]))}
+			}
+		}
+		return logits, cuda.Graphs().Ahead - before
+	}
+	late, none := decode(false)
+	early, issued := decode(true)
+	if none != 0 {
+		t.Errorf("%d steps issued ahead with recording ahead off", none)
+	}
+	if issued < steps/2 {
+		t.Errorf("%d of %d steps were issued from a recording made ahead", issued, steps)
+	}
+	for i := range late {
+		if early[i] != late[i] {
+			t.Fatalf("logit %d: %g recorded ahead, %g recorded on the spot", i, early[i], late[i])
+		}
+	}
+}

@@ -23,3 +23,6 @@ func ShardRanges(src Source, rank int, name string) (dim int, ranges [][2]int) {
 
 // Source is model.Source, for ShardRanges.
 type Source = model.Source
+
+// SetRecordAhead turns recording the next step ahead on or off.
+func SetRecordAhead(on bool) { recordAhead = on }

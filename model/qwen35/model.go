@@ -360,7 +360,7 @@ func (m *Model) ForwardBatch(c *Cache, seqs []Seq, fo ForwardOptions) (*rt.Tenso
 	var logits *rt.Tensor
 	var err error
 	if st, ok := m.be.Memory().(rt.Stepper); ok && fo.Hidden == nil { // an observer reads activations mid-step
-		logits, err = m.recorded(st, c, seqs)
+		logits, err = m.stepped(st, c, seqs)
 	} else {
 		logits, err = m.forward(c, seqs, fo)
 	}
@@ -390,18 +390,6 @@ func (m *Model) ForwardBatch(c *Cache, seqs []Seq, fo ForwardOptions) (*rt.Tenso
 		return nil, fmt.Errorf("qwen35: logits to the host: %w", err)
 	}
 	return out, nil
-}
-
-// recorded runs forward as one recorded step of the backend (a CUDA graph
-// where the step repeats an earlier one).
-func (m *Model) recorded(st rt.Stepper, c *Cache, seqs []Seq) (*rt.Tensor, error) {
-	var logits *rt.Tensor
-	err := st.Step(func() error {
-		var err error
-		logits, err = m.forward(c, seqs, ForwardOptions{})
-		return err
-	})
-	return logits, err
 }
 
 func (m *Model) forward(c *Cache, seqs []Seq, fo ForwardOptions) (*rt.Tensor, error) {

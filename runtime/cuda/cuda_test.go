@@ -508,7 +508,7 @@ func BenchmarkDecodeGEMVs(b *testing.B) {
 				return nil
 			}
 			for b.Loop() {
-				if err := step.Step(run); err != nil {
+				if err := step.Step(run, nil); err != nil {
 					b.Fatal(err)
 				}
 			}
@@ -547,9 +547,90 @@ func BenchmarkDependentKernels(b *testing.B) {
 		return nil
 	}
 	for b.Loop() {
-		if err := step.Step(run); err != nil {
+		if err := step.Step(run, nil); err != nil {
 			b.Fatal(err)
 		}
 	}
 	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/1e3/float64(b.N*chain), "µs/kernel")
+}
+
+// TestRecordAhead records a step without running it, restages its ids
+// and issues it; a free makes a recording stale, and a step that needs the
+// GPU mid-step cannot be recorded ahead and leaves no error behind.
+func TestRecordAhead(t *testing.T) {
+	p := newPair(t)
+	be, err := backends.New(rt.CUDA)
+	if err != nil {
+		t.Fatal(err)
+	}
+	mem := be.Memory()
+	step := mem.(rt.Stepper)
+	table := p.random(1, 5, 8)
+	dst, err := mem.Alloc(rt.F32, 2, 8)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer mem.Free(dst)
+	ids, tab := []int32{1, 2}, p.d(table)
+	embed := func() error { return be.Embedding(dst, tab, ids) }
+	rec, err := step.Record(embed)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ids[0], ids[1] = 3, 0
+	if err := rec.Restage(ids); err != nil {
+		t.Fatal(err)
+	}
+	if err := rec.Issue(nil); err != nil {
+		t.Fatal(err)
+	}
+	if err := rec.Issue(nil); !errors.Is(err, rt.ErrStaleRecording) {
+		t.Errorf("a recording issued twice: %v", err)
+	}
+	got := rt.New(rt.F32, 2, 8)
+	if err := mem.Copy(got, dst); err != nil {
+		t.Fatal(err)
+	}
+	for r, id := range ids {
+		for j := range 8 {
+			if g, w := got.F32()[r*8+j], table.F32()[int(id)*8+j]; g != w {
+				t.Fatalf("row %d col %d: %g, want table row %d's %g", r, j, g, id, w)
+			}
+		}
+	}
+
+	rec, err = step.Record(embed)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := step.Record(embed); err != nil {
+		t.Fatal(err)
+	}
+	if err := rec.Issue(nil); !errors.Is(err, rt.ErrStaleRecording) {
+		t.Errorf("a recording replaced by another: %v", err)
+	}
+	rec, err = step.Record(embed)
+	if err != nil {
+		t.Fatal(err)
+	}
+	scratch, err := mem.Alloc(rt.F32, 4)
+	if err != nil {
+		t.Fatal(err)
+	}
+	mem.Free(scratch)
+	if err := rec.Issue(nil); !errors.Is(err, rt.ErrStaleRecording) {
+		t.Errorf("a recording after a free: %v", err)
+	}
+
+	if _, err := step.Record(func() error {
+		if err := embed(); err != nil {
+			return err
+		}
+		return mem.Copy(got, dst) // needs the GPU mid-step
+	}); err == nil {
+		t.Error("a step copying to the host was recorded ahead")
+	}
+	if err := mem.Sync(); err != nil {
+		t.Errorf("a failed recording left an error behind: %v", err)
+	}
 }

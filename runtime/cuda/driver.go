@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"runtime"
+	"slices"
 	"sync"
 	"time"
 	"unsafe"
@@ -97,6 +98,8 @@ type Context struct {
 	pdl          bool      // graphs' kernels launched with programmatic dependencies (Hopper on)
 	lastGraphEnd time.Time // GOVLLM_CUDA_PROFILE=graphs
 	graphStats   GraphStats
+	ahead        aheadStep // the step recorded ahead (Record)
+	epoch        uint64    // counts frees and moves of device buffers, which stale a step recorded ahead
 
 	stageMu            sync.Mutex
 	stageHost          unsafe.Pointer // page-locked ring of host arrays
@@ -295,6 +298,7 @@ func (c *Context) Free(t *rt.Tensor) error {
 		if err := c.flush(); err != nil { // recorded work may read it
 			return err
 		}
+		c.epoch++
 		return check("cuMemFree", cuMemFree(t.DevicePtr()))
 	})
 }
@@ -351,6 +355,7 @@ func (c *Context) scratchBytes(slot int, n uintptr) (uintptr, error) {
 				return 0, err
 			}
 			cuMemFree(b.ptr)
+			c.epoch++
 			b.ptr, b.n = 0, 0
 		}
 		size := max(n, 4096)
@@ -371,21 +376,17 @@ const stageBytes = 8 << 20
 // that reads it. A wrap of the ring waits for the GPU, so that no queued
 // copy still reads what is overwritten.
 func (c *Context) hostInts(v []int32) (uintptr, error) {
+	if c.rec != nil && c.rec.ahead {
+		return c.rec.stage(c, v)
+	}
 	c.stageMu.Lock()
 	defer c.stageMu.Unlock()
 	n := (uintptr(4*max(len(v), 1)) + 255) &^ 255
 	if n > stageBytes {
 		return 0, fmt.Errorf("%d bytes of host arrays in one call, over the %d of the staging ring", n, stageBytes)
 	}
-	if c.stageDev == 0 {
-		if err := check("cuMemAlloc", cuMemAlloc(&c.stageDev, stageBytes)); err != nil {
-			return 0, err
-		}
-		if err := check("cuMemHostAlloc", cuMemHostAlloc(&c.stageHost, stageBytes, 0)); err != nil {
-			cuMemFree(c.stageDev)
-			c.stageDev = 0
-			return 0, err
-		}
+	if err := c.allocRing(); err != nil {
+		return 0, err
 	}
 	if c.stageOff+n > stageBytes {
 		if err := c.flush(); err != nil {
@@ -408,6 +409,48 @@ func (c *Context) hostInts(v []int32) (uintptr, error) {
 		return dev, nil
 	}
 	return dev, check("cuMemcpyHtoDAsync", cuMemcpyHtoDAsync(dev, host, uintptr(4*len(v)), 0))
+}
+
+// allocRing allocates the staging ring on first use.
+func (c *Context) allocRing() error {
+	if c.stageDev != 0 {
+		return nil
+	}
+	if err := check("cuMemAlloc", cuMemAlloc(&c.stageDev, stageBytes)); err != nil {
+		return err
+	}
+	if err := check("cuMemHostAlloc", cuMemHostAlloc(&c.stageHost, stageBytes, 0)); err != nil {
+		cuMemFree(c.stageDev)
+		c.stageDev = 0
+		return err
+	}
+	return nil
+}
+
+// stage puts v in the shadow of the ring of a step recorded ahead, at the
+// offset the ring will give it when the step is issued.
+func (r *recorder) stage(c *Context, v []int32) (uintptr, error) {
+	n := (4*max(len(v), 1) + 255) &^ 255
+	off := len(r.shadow)
+	if off+n > stageBytes {
+		r.fail(errAhead)
+		return 0, errAhead
+	}
+	c.stageMu.Lock()
+	err := c.allocRing()
+	c.stageMu.Unlock()
+	if err != nil {
+		r.fail(err)
+		return 0, err
+	}
+	r.shadow = slices.Grow(r.shadow, n)[:off+n]
+	clear(r.shadow[off:])
+	if len(v) > 0 {
+		copy(unsafe.Slice((*int32)(unsafe.Pointer(&r.shadow[off])), len(v)), v)
+		r.staged = append(r.staged, staged{host: &v[0], n: len(v), off: off})
+		r.recordCopy(c.stageDev+uintptr(off), uintptr(off), uintptr(4*len(v)))
+	}
+	return c.stageDev + uintptr(off), nil
 }
 
 // function returns kernel name of the module.

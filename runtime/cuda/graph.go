@@ -5,10 +5,13 @@ package cuda
 import (
 	"bytes"
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"log/slog"
 	"time"
 	"unsafe"
+
+	rt "github.com/govllm/govllm/runtime"
 )
 
 // A step (one forward pass) is recorded rather than issued: its kernel
@@ -40,6 +43,27 @@ const (
 type recorder struct {
 	enc     []byte
 	flushed bool // issued mid-step: the rest ran eagerly
+
+	// A step recorded ahead (Record) stages its host arrays in shadow, to
+	// go into the ring when it is issued, and notes where each went.
+	ahead  bool
+	shadow []byte
+	staged []staged
+	err    error // an ahead step's first failure, not the context's
+}
+
+// staged is a host array that went into the ring at off.
+type staged struct {
+	host   *int32
+	n, off int
+}
+
+var errAhead = errors.New("the step needs the device mid-step, so it cannot be recorded ahead")
+
+func (r *recorder) fail(err error) {
+	if r.err == nil {
+		r.err = err
+	}
 }
 
 func (r *recorder) u64(v uint64) { r.enc = binary.LittleEndian.AppendUint64(r.enc, v) }
@@ -56,8 +80,9 @@ const maxGraphs = 8
 
 // Step runs f, one forward pass, recording its GPU work, then issues it:
 // as a graph when an earlier step recorded the same work, else eagerly
-// (capturing it when it repeats the step before).
-func (m memory) Step(f func() error) error {
+// (capturing it when it repeats the step before). then runs while the GPU
+// runs the step.
+func (m memory) Step(f func() error, then func()) error {
 	c := m.c
 	if c.noGraphs || profiling {
 		return f()
@@ -80,21 +105,127 @@ func (m memory) Step(f func() error) error {
 		if err != nil || rec.flushed {
 			return err
 		}
-		return c.issue(rec.enc)
+		return c.issueWhile(rec.enc, then)
 	})
 }
 
-// issue runs a step's encoding as a graph, capturing one if it repeats.
-func (c *Context) issue(enc []byte) error {
+// Record records f as the next step while the GPU may still run this one:
+// its host arrays wait in a shadow of the staging ring, and whatever would
+// need the GPU mid-step fails the recording (errAhead) before it touches
+// the device.
+func (m memory) Record(f func() error) (rt.Recording, error) {
+	c := m.c
+	if c.noGraphs || profiling {
+		return nil, errors.New("cuda: steps run without graphs, so none is recorded ahead")
+	}
+	a := &c.ahead
+	a.gen++
+	a.rec = recorder{enc: a.rec.enc[:0], ahead: true, shadow: a.rec.shadow[:0], staged: a.rec.staged[:0]}
+	err := c.do(func() error {
+		c.rec = &a.rec
+		err := f()
+		c.rec = nil
+		return err
+	})
+	if err == nil {
+		err = a.rec.err
+	}
+	if err != nil {
+		a.gen++ // nothing to issue
+		return nil, fmt.Errorf("cuda: recording ahead: %w", err)
+	}
+	return recording{c: c, gen: a.gen, epoch: c.epoch}, nil
+}
+
+// aheadStep is the context's step recorded ahead, if gen matches.
+type aheadStep struct {
+	rec recorder
+	gen uint64
+}
+
+// recording is a handle on the context's step recorded ahead.
+type recording struct {
+	c          *Context
+	gen, epoch uint64
+}
+
+func (r recording) live() error {
+	if r.gen != r.c.ahead.gen {
+		return fmt.Errorf("cuda: %w: another step was recorded or issued since", rt.ErrStaleRecording)
+	}
+	return nil
+}
+
+func (r recording) Restage(v []int32) error {
+	if err := r.live(); err != nil {
+		return err
+	}
+	if len(v) == 0 {
+		return nil
+	}
+	a := &r.c.ahead.rec
+	for _, s := range a.staged {
+		if s.host == &v[0] && s.n == len(v) {
+			copy(unsafe.Slice((*int32)(unsafe.Pointer(&a.shadow[s.off])), s.n), v)
+			return nil
+		}
+	}
+	return fmt.Errorf("cuda: restage: the step staged no array of %d at %p", len(v), &v[0])
+}
+
+func (r recording) Issue(then func()) error {
+	if err := r.live(); err != nil {
+		return err
+	}
+	c := r.c
+	c.ahead.gen++ // issued once
+	if r.epoch != c.epoch {
+		return fmt.Errorf("cuda: %w: device buffers were freed or moved since it was recorded", rt.ErrStaleRecording)
+	}
+	return c.do(func() error {
+		// As Step: what ran before finishes before the ring restarts.
+		if err := check("cuCtxSynchronize", cuCtxSynchronize()); err != nil {
+			return err
+		}
+		a := &c.ahead.rec
+		c.stageMu.Lock()
+		copy(unsafe.Slice((*byte)(c.stageHost), len(a.shadow)), a.shadow)
+		c.stageOff = uintptr(len(a.shadow))
+		c.stageMu.Unlock()
+		c.graphStats.Ahead++
+		return c.issueWhile(a.enc, then)
+	})
+}
+
+// issueWhile issues enc, runs then, and waits for a graph it launched.
+func (c *Context) issueWhile(enc []byte, then func()) error {
+	launched, err := c.issue(enc)
+	if err != nil {
+		return err
+	}
+	if then != nil {
+		then()
+	}
+	if !launched {
+		return nil
+	}
+	// The graph's stream does not order itself with the legacy stream that
+	// the copies after a step use.
+	return check("cuStreamSynchronize", cuStreamSynchronize(c.stream))
+}
+
+// issue runs a step's encoding as a graph, capturing one if it repeats,
+// and says whether it launched a graph (on c.stream, not waited for).
+func (c *Context) issue(enc []byte) (launched bool, err error) {
 	for i, g := range c.graphs {
 		if bytes.Equal(g.enc, enc) {
 			c.graphs = append(append(c.graphs[:i:i], c.graphs[i+1:]...), g) // most recent last
-			return c.launchGraph(g.exec)
+			return true, c.launchGraph(g.exec)
 		}
 	}
 	if !bytes.Equal(enc, c.lastEnc) {
 		c.lastEnc = append(c.lastEnc[:0], enc...)
-		return c.replay(enc, 0)
+		return false, c.replay(enc, 0)
 	}
 	exec, err := c.capture(enc)
 	if err != nil && c.pdl {
@@ -109,7 +240,7 @@ func (c *Context) issue(enc []byte) error {
 		// from now on, and say so once.
 		slog.Warn("cuda: graph capture failed; steps run without graphs", "err", err)
 		c.noGraphs = true
-		return c.replay(enc, 0)
+		return false, c.replay(enc, 0)
 	}
 	if len(c.graphs) == maxGraphs {
 		cuGraphExecDestroy(c.graphs[0].exec)
@@ -117,11 +248,12 @@ func (c *Context) issue(enc []byte) error {
 	}
 	c.graphs = append(c.graphs, graph{enc: append([]byte(nil), enc...), exec: exec})
 	c.graphStats.Captures++
-	return c.launchGraph(exec)
+	return true, c.launchGraph(exec)
 }
 
-// GraphStats counts the steps issued as graphs and the graphs captured.
-type GraphStats struct{ Launches, Captures int }
+// GraphStats counts the steps issued as graphs, the graphs captured, and
+// the steps recorded ahead that were issued.
+type GraphStats struct{ Launches, Captures, Ahead int }
 
 // Graphs reports how GPU 0's steps were issued so far.
 func Graphs() GraphStats {
@@ -144,9 +276,10 @@ func (c *Context) launchGraph(exec uintptr) error {
 	if err := check("cuGraphLaunch", cuGraphLaunch(exec, c.stream)); err != nil {
 		return err
 	}
-	// The graph's stream does not order itself with the legacy stream that
-	// the copies after a step use.
-	return check("cuStreamSynchronize", cuStreamSynchronize(c.stream))
+	if profilingGraph { // the host's time between graphs starts when this one ends
+		return check("cuStreamSynchronize", cuStreamSynchronize(c.stream))
+	}
+	return nil
 }
 
 // capture records enc's work on the capture stream into an executable graph.
@@ -260,6 +393,10 @@ func (c *Context) flush() error {
 	rec := c.rec
 	if rec == nil {
 		return nil
+	}
+	if rec.ahead {
+		rec.fail(errAhead)
+		return errAhead
 	}
 	c.rec = nil
 	rec.flushed = true

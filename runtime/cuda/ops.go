@@ -101,13 +101,19 @@ func kernel(op rt.OpID, f func(c *Context) error) {
 		// that built one by hand: there is no context to record into.
 		panic(fmt.Sprintf("cuda: %s called without a CUDA context: %v", op, err))
 	}
-	if c.rec != nil {
+	rec := c.rec
+	if rec != nil {
 		err = f(c) // Step holds the thread, with the context current
 	} else {
 		err = c.do(func() error { return f(c) })
 	}
 	if err != nil {
-		c.fail(fmt.Errorf("%s on cuda: %w", op, err))
+		err = fmt.Errorf("%s on cuda: %w", op, err)
+		if rec != nil && rec.ahead {
+			rec.fail(err) // fails the recording, not the step running now
+		} else {
+			c.fail(err)
+		}
 	}
 }
 
