@@ -401,15 +401,31 @@ func TestQueueFullIs503(t *testing.T) {
 	defer cancel()
 	long := `{"prompt": [1, 2, 3], "max_tokens": 3000, "ignore_eos": true, "stream": true}`
 	var wg sync.WaitGroup
-	for range 2 { // one runs, one waits
+	// One runs, one waits. Each is sent only once the engine has settled the
+	// one before, so the second cannot find the first still waiting.
+	settled := []func(engine.Stats) bool{
+		func(st engine.Stats) bool { return st.Running == 1 },
+		func(st engine.Stats) bool { return st.Running == 1 && st.Waiting == 1 },
+	}
+	for i := range 2 {
 		req, _ := http.NewRequestWithContext(ctx, "POST", f.url+"/v1/completions", strings.NewReader(long))
 		req.Header.Set("Authorization", "Bearer "+apiKey)
 		resp, err := http.DefaultClient.Do(req)
 		if err != nil {
 			t.Fatal(err)
 		}
+		if resp.StatusCode != http.StatusOK {
+			t.Fatalf("request %d: status %d", i+1, resp.StatusCode)
+		}
 		wg.Add(1)
 		go func() { defer wg.Done(); io.Copy(io.Discard, resp.Body); resp.Body.Close() }()
+		deadline := time.Now().Add(5 * time.Second)
+		for st := f.eng.Stats(); !settled[i](st); st = f.eng.Stats() {
+			if time.Now().After(deadline) {
+				t.Fatalf("after request %d: %+v", i+1, st)
+			}
+			time.Sleep(time.Millisecond)
+		}
 	}
 	_, err := f.cli.Completions.New(context.Background(), openai.CompletionNewParams{Model: "qwen35-dense",
 		Prompt: openai.CompletionNewParamsPromptUnion{OfString: openai.String("x")}, MaxTokens: openai.Int(2)})
