@@ -487,14 +487,15 @@ func (b *Backend) Attention(dst, q, k, v *Tensor, seqs []AttnSeq, blockSize int,
 }
 
 // Conv1dCausal is the causal depthwise convolution of x [T, C] by w [C, K],
-// continuing from state [K-1, C], which it advances.
-func (b *Backend) Conv1dCausal(dst, x, w, state *Tensor) error {
+// continuing from state [K-1, C], which it advances; with silu, dst is
+// silu of the convolution.
+func (b *Backend) Conv1dCausal(dst, x, w, state *Tensor, silu bool) error {
 	c := &check{}
 	ts := []*Tensor{dst, x, w, state}
 	if nonNil(ts...) {
 		checkConv1d(c, dst, x, w, state, 2)
 	}
-	return run(b, Conv1dCausal, F32, c, ts, func(k Conv1dKernel) { k(dst, x, w, state) })
+	return run(b, Conv1dCausal, F32, c, ts, func(k Conv1dKernel) { k(dst, x, w, state, silu) })
 }
 
 // checkConv1d checks conv1d operands; state has rank stateRank, its last
@@ -543,7 +544,7 @@ func checkSlots(c *check, slots []int32, n int, states *Tensor) {
 
 // Conv1dSlots is Conv1dCausal over one token of each of several
 // sequences: row i of x continues from, and advances, states[slots[i]].
-func (b *Backend) Conv1dSlots(dst, x, w, states *Tensor, slots []int32) error {
+func (b *Backend) Conv1dSlots(dst, x, w, states *Tensor, slots []int32, silu bool) error {
 	c := &check{}
 	ts := []*Tensor{dst, x, w, states}
 	if nonNil(ts...) {
@@ -552,7 +553,7 @@ func (b *Backend) Conv1dSlots(dst, x, w, states *Tensor, slots []int32) error {
 			checkSlots(c, slots, x.shape[0], states)
 		}
 	}
-	return run(b, Conv1dSlots, F32, c, ts, func(k Conv1dSlotsKernel) { k(dst, x, w, states, slots) })
+	return run(b, Conv1dSlots, F32, c, ts, func(k Conv1dSlotsKernel) { k(dst, x, w, states, slots, silu) })
 }
 
 // L2Norm divides each row of x by its L2 norm (with eps under the root).

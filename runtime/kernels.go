@@ -47,9 +47,10 @@ type (
 	// k, v [blocks·blockSize, Hkv, D]; dst is [N, Hq, D].
 	AttentionKernel func(dst, q, k, v *Tensor, seqs []AttnSeq, blockSize int, scale float32)
 	// Conv1dKernel is a causal depthwise convolution of x [T, C] with
-	// w [C, K] (no activation: silu is its own op); state [K-1, C] holds the inputs before x
-	// and is advanced past x.
-	Conv1dKernel func(dst, x, w, state *Tensor)
+	// w [C, K], followed by silu where asked (one pass, as vLLM's
+	// causal_conv1d with activation "silu"); state [K-1, C] holds the
+	// inputs before x and is advanced past x.
+	Conv1dKernel func(dst, x, w, state *Tensor, silu bool)
 	// L2NormKernel divides each row by sqrt(sum of squares + eps).
 	L2NormKernel func(dst, x *Tensor, eps float32)
 	// GDNGatingKernel computes the DeltaNet decay g = -exp(aLog)·softplus(a +
@@ -57,7 +58,8 @@ type (
 	GDNGatingKernel func(g, beta, a, b, aLog, dtBias *Tensor)
 	// DeltaRuleChunkedKernel runs the gated delta rule over a sequence in
 	// chunks of the given length, from and into state [Hv, Dk, Dv].
-	// q, k are [T, Hk, Dk] (L2-normalised; the kernel scales q by Dk^-½),
+	// q, k are [T, Hk, Dk] (L2-normalised, or normalised by the kernel
+	// with QKNormEps; the kernel scales q by Dk^-½),
 	// v and out are [T, Hv, Dv], g and beta [T, Hv].
 	DeltaRuleChunkedKernel func(out, q, k, v, g, beta, state *Tensor, p DeltaRuleParams)
 	// DeltaRuleRecurrentKernel is the same rule one token at a time.
@@ -65,7 +67,7 @@ type (
 	// Conv1dSlotsKernel is Conv1dKernel for a decode step of many
 	// sequences: row i of x [N, C] is one token of the sequence whose state
 	// is states[slots[i]] ([S, K-1, C]).
-	Conv1dSlotsKernel func(dst, x, w, states *Tensor, slots []int32)
+	Conv1dSlotsKernel func(dst, x, w, states *Tensor, slots []int32, silu bool)
 	// DeltaRuleSlotsKernel is DeltaRuleRecurrentKernel for a decode step of
 	// many sequences: row i of q, k, v, g, beta is one token of the sequence
 	// whose state is states[slots[i]] ([S, Hv, Dk, Dv]).
@@ -93,6 +95,10 @@ type DeltaRuleParams struct {
 	// TiledHeads: value head h reads key head h mod Hk (llama.cpp's order)
 	// instead of h / (Hv/Hk) (transformers' grouped order).
 	TiledHeads bool
+	// QKNormEps > 0: q and k come unnormalised and the kernel divides each
+	// head's row by its L2 norm first (eps under the root), as vLLM's
+	// use_qk_l2norm_in_kernel: one pass less than an L2Norm op before it.
+	QKNormEps float32
 }
 
 // PreambleParams are the scalars of the fused attention preamble.

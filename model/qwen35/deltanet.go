@@ -44,25 +44,28 @@ func (n *DeltaNet) forward(be *rt.Backend, c *Config, out, x *rt.Tensor, cache *
 	qkv, z, bIn, aIn := in[0], in[1], in[2], in[3]
 	mixed := ar.New(rt.F32, t, 2*kd+vd)
 	if b.decode { // one token of each sequence: one call over their slots
-		if err := be.Conv1dSlots(mixed, qkv, n.Conv, cache.conv[layer], b.slots); err != nil {
+		if err := be.Conv1dSlots(mixed, qkv, n.Conv, cache.conv[layer], b.slots, true); err != nil {
 			return err
 		}
 	} else {
 		for si, s := range b.seqs { // the conv carries state per sequence
 			r0, r1 := b.rows[si], b.rows[si]+len(s.Tokens)
 			conv := ar.Index(cache.conv[layer], s.Slot)
-			if err := be.Conv1dCausal(ar.Slice(mixed, 0, r0, r1), ar.Slice(qkv, 0, r0, r1), n.Conv, conv); err != nil {
+			if err := be.Conv1dCausal(ar.Slice(mixed, 0, r0, r1), ar.Slice(qkv, 0, r0, r1), n.Conv, conv, true); err != nil {
 				return err
 			}
 		}
 	}
-	if err := be.SiLU(mixed, mixed); err != nil {
-		return err
-	}
-	// q and k side by side: one L2Norm over their 2·Hk heads, in place.
+	// q and k side by side. A step of one token a sequence has the delta
+	// rule normalise them as it reads them (a launch less); over a prompt
+	// one L2Norm first is faster, as the rule's loop over tokens is serial.
 	qk := ar.Reshape(ar.Slice(mixed, 1, 0, 2*kd), t, 2*hk, dk)
-	if err := be.L2Norm(qk, qk, 1e-6); err != nil {
-		return err
+	params := rt.DeltaRuleParams{Chunk: chunkLen, TiledHeads: c.TiledVHeads, QKNormEps: 1e-6}
+	if t > len(b.seqs) {
+		if err := be.L2Norm(qk, qk, params.QKNormEps); err != nil {
+			return err
+		}
+		params.QKNormEps = 0
 	}
 	q, k := ar.Slice(qk, 1, 0, hk), ar.Slice(qk, 1, hk, 2*hk)
 	vView := ar.Slice(mixed, 1, 2*kd, 2*kd+vd)
@@ -72,7 +75,6 @@ func (n *DeltaNet) forward(be *rt.Backend, c *Config, out, x *rt.Tensor, cache *
 	}
 	core := ar.New(rt.F32, t, hv, dv)
 	v := ar.Reshape(vView, t, hv, dv)
-	params := rt.DeltaRuleParams{Chunk: chunkLen, TiledHeads: c.TiledVHeads}
 	if b.decode {
 		if err := be.DeltaRuleSlots(core, q, k, v, g, beta, cache.rec[layer], b.slots, params); err != nil {
 			return err

@@ -5,7 +5,7 @@ import rt "github.com/govllm/govllm/runtime"
 // conv1dCausal: out[t][c] = Σ_j w[c][j] · in[t-(K-1)+j][c], where inputs
 // before the sequence come from state. The state then keeps the last K-1
 // inputs.
-func conv1dCausal(dst, x, w, state *rt.Tensor) {
+func conv1dCausal(dst, x, w, state *rt.Tensor, silu bool) {
 	T, C, K := x.Dim(0), x.Dim(1), w.Dim(1)
 	ws, st := w.F32()[:C*K], state.F32()[:(K-1)*C]
 	// Taps transposed to [K][C], so that each tap is one vector multiply-add
@@ -17,7 +17,7 @@ func conv1dCausal(dst, x, w, state *rt.Tensor) {
 		}
 	}
 	a := convTasks.get()
-	*a = convTask{dst: dst, x: x, st: st, taps: taps.f, c: C, k: K}
+	*a = convTask{dst: dst, x: x, st: st, taps: taps.f, c: C, k: K, silu: silu}
 	parallelTask(T, max(1, 4096/C), a)
 	putF32(taps)
 	// The state keeps the last K-1 inputs; rows shift up when T < K-1.
@@ -34,6 +34,7 @@ type convTask struct {
 	dst, x   *rt.Tensor
 	st, taps []float32
 	c, k     int
+	silu     bool
 }
 
 // input is row i of the concatenation state ++ x.
@@ -53,17 +54,20 @@ func (a *convTask) run(lo, hi int) {
 		for j := range a.k {
 			fmaVec(d, a.taps[j*a.c:(j+1)*a.c], a.input(t+j))
 		}
+		if a.silu {
+			swigluVec(d, d, nil)
+		}
 	}
 }
 
 // conv1dSlots runs the one-token convolution of each row against its slot's
 // state. The model takes this op on the GPU, where one launch per sequence
 // is the cost; here it is the same work as a call per sequence.
-func conv1dSlots(dst, x, w, states *rt.Tensor, slots []int32) {
+func conv1dSlots(dst, x, w, states *rt.Tensor, slots []int32, silu bool) {
 	for i, s := range slots {
 		d, _ := dst.Slice(0, i, i+1)
 		xi, _ := x.Slice(0, i, i+1)
 		st, _ := states.Index(int(s))
-		conv1dCausal(d, xi, w, st)
+		conv1dCausal(d, xi, w, st, silu)
 	}
 }

@@ -338,7 +338,7 @@ func TestConvCarriesState(t *testing.T) {
 	T, C, K := 9, 5, 4
 	x, w := random(rng, 1, T, C), random(rng, 1, C, K)
 	whole, st := rt.New(rt.F32, T, C), rt.New(rt.F32, K-1, C)
-	must(t, be.Conv1dCausal(whole, x, w, st))
+	must(t, be.Conv1dCausal(whole, x, w, st, false))
 	// Reference: zero padding before the sequence.
 	for tt := range T {
 		for c := range C {
@@ -359,7 +359,7 @@ func TestConvCarriesState(t *testing.T) {
 	for _, r := range [][2]int{{0, 2}, {2, 3}, {3, 9}} {
 		xs, _ := x.Slice(0, r[0], r[1])
 		out := rt.New(rt.F32, r[1]-r[0], C)
-		must(t, be.Conv1dCausal(out, xs, w, st2))
+		must(t, be.Conv1dCausal(out, xs, w, st2, false))
 		pieces = append(pieces, out.F32()...)
 	}
 	if d := maxDiff(pieces, whole.F32()); d > 1e-6 {
@@ -367,6 +367,13 @@ func TestConvCarriesState(t *testing.T) {
 	}
 	if d := maxDiff(st.F32(), st2.F32()); d != 0 {
 		t.Fatalf("states differ by %g", d)
+	}
+	// The fused silu is the chain conv, then SiLU.
+	fused, chain, st3 := rt.New(rt.F32, T, C), rt.New(rt.F32, T, C), rt.New(rt.F32, K-1, C)
+	must(t, be.Conv1dCausal(fused, x, w, st3, true))
+	must(t, be.SiLU(chain, whole))
+	if d := maxDiff(fused.F32(), chain.F32()); d != 0 {
+		t.Fatalf("conv with silu differs from conv then silu by %g", d)
 	}
 }
 
@@ -509,12 +516,12 @@ func TestSlotOpsMatchPerSequenceCalls(t *testing.T) {
 	at := func(t *rt.Tensor, i int) *rt.Tensor { r, _ := t.Slice(0, i, i+1); return r }
 	for i, s := range slots {
 		cs, _ := wantConvStates.Index(int(s))
-		must(t, be.Conv1dCausal(at(wantConv, i), at(x, i), w, cs))
+		must(t, be.Conv1dCausal(at(wantConv, i), at(x, i), w, cs, true))
 		st, _ := wantStates.Index(int(s))
 		must(t, be.DeltaRuleRecurrent(at(wantOut, i), at(q, i), at(k, i), at(v, i), at(g, i), at(beta, i), st, rt.DeltaRuleParams{}))
 	}
 	conv, out := rt.New(rt.F32, n, C), rt.New(rt.F32, n, hv, dv)
-	must(t, be.Conv1dSlots(conv, x, w, convStates, slots))
+	must(t, be.Conv1dSlots(conv, x, w, convStates, slots, true))
 	must(t, be.DeltaRuleSlots(out, q, k, v, g, beta, states, slots, rt.DeltaRuleParams{}))
 	for _, c := range [][2]*rt.Tensor{{conv, wantConv}, {convStates, wantConvStates}, {out, wantOut}, {states, wantStates}} {
 		if d := maxDiff(c[0].F32(), c[1].F32()); d != 0 {
@@ -522,12 +529,60 @@ func TestSlotOpsMatchPerSequenceCalls(t *testing.T) {
 		}
 	}
 	for _, bad := range [][]int32{{3, 0, 3}, {3, 0, 5}, {3, 0}} {
-		err := be.Conv1dSlots(conv, x, w, convStates, bad)
+		err := be.Conv1dSlots(conv, x, w, convStates, bad, true)
 		if !errors.Is(err, rt.ErrShape) {
 			t.Errorf("slots %v: %v, want a shape error", bad, err)
 		}
 		if err := be.DeltaRuleSlots(out, q, k, v, g, beta, states, bad, rt.DeltaRuleParams{}); !errors.Is(err, rt.ErrShape) {
 			t.Errorf("delta rule slots %v: %v, want a shape error", bad, err)
 		}
+	}
+}
+
+// TestDeltaRuleNormalisesQK checks the delta rule that normalises q and k
+// as it reads them against the chain it replaces, L2Norm then the rule, in
+// each of its forms.
+func TestDeltaRuleNormalisesQK(t *testing.T) {
+	be := backend(t)
+	rng := rand.New(rand.NewPCG(21, 22))
+	const T, hk, hv, dk, dv, S = 9, 2, 4, 16, 8, 3
+	q, k, v := random(rng, 1, T, hk, dk), random(rng, 1, T, hk, dk), random(rng, 1, T, hv, dv)
+	g, beta := random(rng, 0.1, T, hv), random(rng, 0.5, T, hv)
+	qn, kn := clone(q), clone(k)
+	must(t, be.L2Norm(qn, qn, 1e-6))
+	must(t, be.L2Norm(kn, kn, 1e-6))
+	state := random(rng, 0.1, hv, dk, dv)
+	fused := rt.DeltaRuleParams{Chunk: 4, QKNormEps: 1e-6}
+	plain := rt.DeltaRuleParams{Chunk: 4}
+	type form func(out, q, k, state *rt.Tensor, p rt.DeltaRuleParams) error
+	forms := map[string]form{
+		"recurrent": func(out, q, k, st *rt.Tensor, p rt.DeltaRuleParams) error {
+			return be.DeltaRuleRecurrent(out, q, k, v, g, beta, st, p)
+		},
+		"chunked": func(out, q, k, st *rt.Tensor, p rt.DeltaRuleParams) error {
+			return be.DeltaRuleChunked(out, q, k, v, g, beta, st, p)
+		},
+	}
+	for name, f := range forms {
+		outF, outC := rt.New(rt.F32, T, hv, dv), rt.New(rt.F32, T, hv, dv)
+		stF, stC := clone(state), clone(state)
+		must(t, f(outF, q, k, stF, fused))
+		must(t, f(outC, qn, kn, stC, plain))
+		if d := maxDiff(outF.F32(), outC.F32()); d != 0 {
+			t.Errorf("%s: outputs differ by %g", name, d)
+		}
+		if d := maxDiff(stF.F32(), stC.F32()); d != 0 {
+			t.Errorf("%s: states differ by %g", name, d)
+		}
+	}
+	slots := []int32{2, 0, 1}
+	rows := func(x *rt.Tensor) *rt.Tensor { r, _ := x.Slice(0, 0, len(slots)); return r }
+	states := random(rng, 0.1, S, hv, dk, dv)
+	stF, stC := clone(states), clone(states)
+	outF, outC := rt.New(rt.F32, len(slots), hv, dv), rt.New(rt.F32, len(slots), hv, dv)
+	must(t, be.DeltaRuleSlots(outF, rows(q), rows(k), rows(v), rows(g), rows(beta), stF, slots, fused))
+	must(t, be.DeltaRuleSlots(outC, rows(qn), rows(kn), rows(v), rows(g), rows(beta), stC, slots, plain))
+	if d := maxDiff(outF.F32(), outC.F32()) + maxDiff(stF.F32(), stC.F32()); d != 0 {
+		t.Errorf("slots: differ by %g", d)
 	}
 }

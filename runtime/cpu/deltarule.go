@@ -15,18 +15,19 @@ type deltaHead struct {
 	s            []float32 // state [dk][dv] of head h
 	dk, dv       int
 	scale        float32
+	normEps      float32 // > 0: q and k rows are normalised on reading
 }
 
-func newDeltaHead(out, q, k, v, g, beta, state *rt.Tensor, h int, tiled bool) deltaHead {
+func newDeltaHead(out, q, k, v, g, beta, state *rt.Tensor, h int, p rt.DeltaRuleParams) deltaHead {
 	hk, hv := q.Dim(1), v.Dim(1)
 	dk, dv := q.Dim(2), v.Dim(2)
 	kh := h / (hv / hk)
-	if tiled {
+	if p.TiledHeads {
 		kh = h % hk
 	}
 	return deltaHead{
 		q: q, k: k, v: v, out: out, g: g, beta: beta,
-		h: h, kh: kh, dk: dk, dv: dv,
+		h: h, kh: kh, dk: dk, dv: dv, normEps: p.QKNormEps,
 		s:     state.F32()[h*dk*dv : (h+1)*dk*dv],
 		scale: float32(1 / math.Sqrt(float64(dk))),
 	}
@@ -34,6 +35,15 @@ func newDeltaHead(out, q, k, v, g, beta, state *rt.Tensor, h int, tiled bool) de
 
 func (d *deltaHead) qRow(t int) []float32 { return row(d.q, t*d.q.Dim(1)+d.kh) }
 func (d *deltaHead) kRow(t int) []float32 { return row(d.k, t*d.k.Dim(1)+d.kh) }
+
+// normed is row x, normalised into buf where the call asks for it.
+func (d *deltaHead) normed(x, buf []float32) []float32 {
+	if d.normEps <= 0 {
+		return x
+	}
+	l2NormRow(buf, x, d.normEps)
+	return buf
+}
 func (d *deltaHead) vRow(t int) []float32 { return row(d.v, t*d.v.Dim(1)+d.h) }
 func (d *deltaHead) oRow(t int) []float32 { return row(d.out, t*d.out.Dim(1)+d.h) }
 func (d *deltaHead) gAt(t int) float32    { return row(d.g, t)[d.h] }
@@ -43,7 +53,7 @@ func (d *deltaHead) bAt(t int) float32    { return row(d.beta, t)[d.h] }
 // out = Sᵀ(q·scale).
 func deltaRuleRecurrent(out, q, k, v, g, beta, state *rt.Tensor, p rt.DeltaRuleParams) {
 	t := deltaRecTasks.get()
-	*t = deltaRecTask{out: out, q: q, k: k, v: v, g: g, beta: beta, state: state, tiled: p.TiledHeads}
+	*t = deltaRecTask{out: out, q: q, k: k, v: v, g: g, beta: beta, state: state, p: p}
 	parallelTask(v.Dim(1), 1, t)
 	deltaRecTasks.put(t)
 }
@@ -51,15 +61,15 @@ func deltaRuleRecurrent(out, q, k, v, g, beta, state *rt.Tensor, p rt.DeltaRuleP
 // deltaRecTask runs value heads [lo, hi) of deltaRuleRecurrent.
 type deltaRecTask struct {
 	out, q, k, v, g, beta, state *rt.Tensor
-	tiled                        bool
+	p                            rt.DeltaRuleParams
 }
 
 var deltaRecTasks taskPool[deltaRecTask]
 
 func (r *deltaRecTask) run(lo, hi int) {
-	buf := getF32(2*r.q.Dim(2) + 2*r.v.Dim(2))
+	buf := getF32(4*r.q.Dim(2) + 2*r.v.Dim(2))
 	for h := lo; h < hi; h++ {
-		d := newDeltaHead(r.out, r.q, r.k, r.v, r.g, r.beta, r.state, h, r.tiled)
+		d := newDeltaHead(r.out, r.q, r.k, r.v, r.g, r.beta, r.state, h, r.p)
 		for t := range r.q.Dim(0) {
 			d.step(t, buf.f)
 		}
@@ -67,14 +77,15 @@ func (r *deltaRecTask) run(lo, hi int) {
 	putF32(buf)
 }
 
-// step advances the state by token t; buf holds 2·dk + 2·dv floats. With
+// step advances the state by token t; buf holds 4·dk + 2·dv floats. With
 // e = exp(g): δ = β(v − e·Sᵀk), S ← e·S + k⊗δ and out = e·Sᵀq' + (k·q')δ
 // (q' = q·scale), so that S is read once (for Sᵀk and Sᵀq') and updated
 // once, instead of four passes.
 func (d *deltaHead) step(t int, buf []float32) {
 	s, dk, dv := d.s, d.dk, d.dv
 	qs, sk, sq := buf[:dk], buf[2*dk:2*dk+dv], buf[2*dk+dv:2*dk+2*dv]
-	kr, vr, qr := d.kRow(t), d.vRow(t), d.qRow(t)
+	nb := buf[2*dk+2*dv:]
+	kr, vr, qr := d.normed(d.kRow(t), nb[:dk]), d.vRow(t), d.normed(d.qRow(t), nb[dk:2*dk])
 	for i, x := range qr {
 		qs[i] = x * d.scale
 	}
@@ -113,7 +124,7 @@ func deltaRuleChunked(out, q, k, v, g, beta, state *rt.Tensor, p rt.DeltaRulePar
 			w = newChunkScratch(c, dk, dv)
 		}
 		for h := lo; h < hi; h++ {
-			d := newDeltaHead(out, q, k, v, g, beta, state, h, p.TiledHeads)
+			d := newDeltaHead(out, q, k, v, g, beta, state, h, p)
 			for t0 := 0; t0 < T; t0 += chunk {
 				d.chunk(t0, min(chunk, T-t0), w)
 			}
@@ -135,6 +146,7 @@ type chunkScratch struct {
 	coef      []float32 // [C]
 	qsc       []float32 // [dk]: a scaled query
 	qs, ks    [][]float32
+	qn, kn    []float32 // [C][dk]: normalised q and k, where the call asks
 	vs        [][]float32
 	outRows   [][]float32
 	bs        []float32
@@ -144,6 +156,7 @@ func newChunkScratch(c, dk, dv int) *chunkScratch {
 	return &chunkScratch{c: c, dk: dk, dv: dv,
 		gam: make([]float32, c), u: make([]float32, c*dv), wv: make([]float32, c*dv), wk: make([]float32, c*dk),
 		kt: make([]float32, dk*c), coef: make([]float32, c), qsc: make([]float32, dk),
+		qn: make([]float32, c*dk), kn: make([]float32, c*dk),
 		qs: make([][]float32, c), ks: make([][]float32, c), vs: make([][]float32, c), outRows: make([][]float32, c),
 		bs: make([]float32, c),
 	}
@@ -156,7 +169,8 @@ func (d *deltaHead) chunk(t0, c int, w *chunkScratch) {
 		t := t0 + i
 		acc += d.gAt(t)
 		w.gam[i] = acc
-		w.qs[i], w.ks[i], w.vs[i], w.bs[i], w.outRows[i] = d.qRow(t), d.kRow(t), d.vRow(t), d.bAt(t), d.oRow(t)
+		w.qs[i], w.ks[i] = d.normed(d.qRow(t), w.qn[i*dk:(i+1)*dk]), d.normed(d.kRow(t), w.kn[i*dk:(i+1)*dk])
+		w.vs[i], w.bs[i], w.outRows[i] = d.vRow(t), d.bAt(t), d.oRow(t)
 	}
 	// Forward substitution of (I+L) X = B, row by row, for U and −W at once:
 	// row i is B_i − Σ_{j<i} L_ij X_j.

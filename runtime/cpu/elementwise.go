@@ -134,16 +134,20 @@ func gatedRMSNorm(dst, x, z, w *rt.Tensor, eps float32) {
 
 func l2Norm(dst, x *rt.Tensor, eps float32) {
 	eachRow(dst, rowArgs{dst: dst, a: x, eps: eps}, func(o *rowArgs, r int) {
-		d, s, eps := row(o.dst, r), row(o.a, r), o.eps
-		var ss float64
-		for _, v := range s {
-			ss += float64(v) * float64(v)
-		}
-		inv := float32(1 / math.Sqrt(ss+float64(eps)))
-		for i := range d {
-			d[i] = s[i] * inv
-		}
+		l2NormRow(row(o.dst, r), row(o.a, r), o.eps)
 	})
+}
+
+// l2NormRow writes s / sqrt(Σ s² + eps) to d.
+func l2NormRow(d, s []float32, eps float32) {
+	var ss float64
+	for _, v := range s {
+		ss += float64(v) * float64(v)
+	}
+	inv := float32(1 / math.Sqrt(ss+float64(eps)))
+	for i := range d {
+		d[i] = s[i] * inv
+	}
 }
 
 func softplus(x float32) float32 {

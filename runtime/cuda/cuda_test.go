@@ -205,10 +205,17 @@ func TestDeltaNetOpsAgreeWithCPU(t *testing.T) {
 		q, k, v := p.random(1, T, hk, dk), p.random(1, T, hk, dk), p.random(1, T, hv, dv)
 		rec, chunked := rt.New(rt.F32, T, hv, dv), rt.New(rt.F32, T, hv, dv)
 		s0 := p.random(0.1, hv, dk, dv)
-		s1 := rt.New(rt.F32, hv, dk, dv)
-		copy(s1.F32(), s0.F32())
+		clone := func(x *rt.Tensor) *rt.Tensor {
+			c := rt.New(rt.F32, x.Shape()...)
+			copy(c.F32(), x.F32())
+			return c
+		}
+		s1, s2, s3 := clone(s0), clone(s0), clone(s0)
+		// The fused forms take q and k as they are and normalise them.
+		qRaw, kRaw := clone(q), clone(k)
+		recFused, chunkedFused := rt.New(rt.F32, T, hv, dv), rt.New(rt.F32, T, hv, dv)
 		p.both(func(be *rt.Backend, d func(*rt.Tensor) *rt.Tensor) error {
-			if err := be.Conv1dCausal(d(conv), d(x), d(w), d(state)); err != nil {
+			if err := be.Conv1dCausal(d(conv), d(x), d(w), d(state), T == 1); err != nil {
 				return err
 			}
 			if err := be.GDNGating(d(g), d(beta), d(a), d(b), d(alog), d(dtb)); err != nil {
@@ -225,7 +232,20 @@ func TestDeltaNetOpsAgreeWithCPU(t *testing.T) {
 			}
 			return be.DeltaRuleChunked(d(chunked), d(q), d(k), d(v), d(g), d(beta), d(s1), rt.DeltaRuleParams{Chunk: 64, TiledHeads: true})
 		})
-		p.same(1e-4, conv, state, g, beta, rec, s0, chunked, s1)
+		p.both(func(be *rt.Backend, d func(*rt.Tensor) *rt.Tensor) error {
+			fused := rt.DeltaRuleParams{Chunk: 64, QKNormEps: 1e-6}
+			if err := be.DeltaRuleRecurrent(d(recFused), d(qRaw), d(kRaw), d(v), d(g), d(beta), d(s2), fused); err != nil {
+				return err
+			}
+			fused.TiledHeads = true
+			return be.DeltaRuleChunked(d(chunkedFused), d(qRaw), d(kRaw), d(v), d(g), d(beta), d(s3), fused)
+		})
+		p.same(1e-4, conv, state, g, beta, rec, s0, chunked, s1, recFused, s2, chunkedFused, s3)
+		for _, c := range [][2]*rt.Tensor{{recFused, rec}, {s2, s0}, {chunkedFused, chunked}, {s3, s1}} {
+			if d, _ := oracle.MaxDiff(c[0].F32(), c[1].F32()); d != 0 {
+				t.Errorf("T=%d: on the CPU the delta rule normalising q and k differs from L2Norm then the rule by %g", T, d)
+			}
+		}
 	}
 }
 
@@ -276,7 +296,7 @@ func TestSlotOpsAgreeWithCPU(t *testing.T) {
 	g, beta := p.random(0.1, n, hv), p.random(0.5, n, hv)
 	states, out := p.random(0.1, S, hv, dk, dv), rt.New(rt.F32, n, hv, dv)
 	p.both(func(be *rt.Backend, d func(*rt.Tensor) *rt.Tensor) error {
-		if err := be.Conv1dSlots(d(conv), d(x), d(w), d(convStates), slots); err != nil {
+		if err := be.Conv1dSlots(d(conv), d(x), d(w), d(convStates), slots, true); err != nil {
 			return err
 		}
 		return be.DeltaRuleSlots(d(out), d(q), d(k), d(v), d(g), d(beta), d(states), slots, rt.DeltaRuleParams{TiledHeads: true})

@@ -522,9 +522,9 @@ __global__ void kv_write_f32(float* cache, const float* x, i64 sx, const int* sl
 // conv1d_causal_f32: one thread per channel; x [T, C] (stride sx), w [C, K],
 // state [K-1, C] holds the K-1 inputs before x and is advanced past x. With
 // slots, blockIdx.y is a sequence of one token (row y of x and d) whose
-// state is state + slots[y]·(K-1)·C.
+// state is state + slots[y]·(K-1)·C. With silu, d is silu of the sum.
 __global__ void conv1d_causal_f32(float* d, i64 sd, const float* x, i64 sx, const float* w, float* state, const int* slots,
-                                  int T, int C, int K) {
+                                  int T, int C, int K, int silu) {
     DEPEND();
     int c = blockIdx.x * blockDim.x + threadIdx.x;
     if (c >= C) return;
@@ -546,7 +546,7 @@ __global__ void conv1d_causal_f32(float* d, i64 sd, const float* x, i64 sx, cons
             float in = i < K - 1 ? state[(i64)i * C + c] : x[(i64)(i - (K - 1)) * sx + c];
             acc += w[(i64)c * K + j] * in;
         }
-        d[(i64)t * sd + c] = acc;
+        d[(i64)t * sd + c] = silu ? acc * sigmoidf_(acc) : acc;
     }
     for (int r = 0; r < K - 1; r++) state[(i64)r * C + c] = next[r];
 }
@@ -560,11 +560,13 @@ __global__ void conv1d_causal_f32(float* d, i64 sd, const float* x, i64 sx, cons
 // with token and head strides (sq, sq1), (sk, sk1); v, out [T, hv, dv]
 // likewise; g, beta rows per token. With slots, blockIdx.y is a sequence of one token (row
 // y) whose state is state + slots[y]·hv·dk·dv. Needs dk % 4 == 0, dk ≤ 128.
-__global__ void delta_rule_f32(float* out, i64 so, i64 so1, const float* q, i64 sq, i64 sq1, const float* k, i64 sk, i64 sk1,
-                               const float* v, i64 sv, i64 sv1,
-                               const float* g, i64 sg, const float* beta, i64 sb, float* state, const int* slots, int T, int hk, int hv,
-                               int dk, int dv, int tiled) {
-    DEPEND();
+// With norm (delta_rule_qknorm_f32), q and k rows are L2-normalised (eps
+// under the root) as they are read. A separate kernel, so that the plain
+// one keeps its registers and per-token barriers as they were.
+__device__ __forceinline__ void delta_rule(bool norm, float* out, i64 so, i64 so1, const float* q, i64 sq, i64 sq1, const float* k,
+                                           i64 sk, i64 sk1, const float* v, i64 sv, i64 sv1, const float* g, i64 sg,
+                                           const float* beta, i64 sb, float* state, const int* slots, int T, int hk, int hv,
+                                           int dk, int dv, int tiled, float qkeps) {
     extern __shared__ float sh[]; // q'[dk], k[dk]
     float* qs = sh;
     float* ks = sh + dk;
@@ -589,9 +591,19 @@ __global__ void delta_rule_f32(float* out, i64 so, i64 so1, const float* q, i64 
         __syncthreads();
         const float* qr = q + r * sq + kh * sq1;
         const float* kr = k + r * sk + kh * sk1;
+        float qn = scale, kn = 1.f;
+        if (norm) {
+            float qq = 0.f, kk = 0.f;
+            for (int i = threadIdx.x; i < dk; i += blockDim.x) {
+                qq += qr[i] * qr[i];
+                kk += kr[i] * kr[i];
+            }
+            qn *= rsqrtf(block_sum(qq) + qkeps);
+            kn = rsqrtf(block_sum(kk) + qkeps);
+        }
         for (int i = threadIdx.x; i < dk; i += blockDim.x) {
-            qs[i] = qr[i] * scale;
-            ks[i] = kr[i];
+            qs[i] = qr[i] * qn;
+            ks[i] = kr[i] * kn;
         }
         __syncthreads();
         float kq = 0.f;
@@ -618,6 +630,22 @@ __global__ void delta_rule_f32(float* out, i64 so, i64 so1, const float* q, i64 
 #pragma unroll
     for (int i = 0; i < 32; i++)
         if (i < R && live) S[(i64)(i0 + i) * dv + j] = Sr[i];
+}
+
+#define DELTA_RULE_PARAMS                                                                                            \
+    float *out, i64 so, i64 so1, const float *q, i64 sq, i64 sq1, const float *k, i64 sk, i64 sk1, const float *v,    \
+        i64 sv, i64 sv1, const float *g, i64 sg, const float *beta, i64 sb, float *state, const int *slots, int T, int hk, \
+        int hv, int dk, int dv, int tiled, float qkeps
+#define DELTA_RULE_ARGS out, so, so1, q, sq, sq1, k, sk, sk1, v, sv, sv1, g, sg, beta, sb, state, slots, T, hk, hv, dk, dv, tiled, qkeps
+
+__global__ void delta_rule_f32(DELTA_RULE_PARAMS) {
+    DEPEND();
+    delta_rule(false, DELTA_RULE_ARGS);
+}
+
+__global__ void delta_rule_qknorm_f32(DELTA_RULE_PARAMS) {
+    DEPEND();
+    delta_rule(true, DELTA_RULE_ARGS);
 }
 
 // attention_f32: causal grouped-query attention over a paged cache, one

@@ -437,15 +437,17 @@ func kvWrite(cache, x *rt.Tensor, slots []int32) {
 	})
 }
 
-func conv1dCausal(dst, x, w, state *rt.Tensor) { conv1d(rt.OpConv1dCausal, dst, x, w, state, nil) }
+func conv1dCausal(dst, x, w, state *rt.Tensor, silu bool) {
+	conv1d(rt.OpConv1dCausal, dst, x, w, state, nil, silu)
+}
 
-func conv1dSlots(dst, x, w, states *rt.Tensor, slots []int32) {
-	conv1d(rt.OpConv1dSlots, dst, x, w, states, slots)
+func conv1dSlots(dst, x, w, states *rt.Tensor, slots []int32, silu bool) {
+	conv1d(rt.OpConv1dSlots, dst, x, w, states, slots, silu)
 }
 
 // conv1d runs the kernel over x as one sequence, or with slots as one
 // token of each of len(slots) sequences.
-func conv1d(op rt.OpID, dst, x, w, state *rt.Tensor, slots []int32) {
+func conv1d(op rt.OpID, dst, x, w, state *rt.Tensor, slots []int32, silu bool) {
 	kernel(op, func(c *Context) error {
 		m, err := mats([]string{"dst", "x", "w", "state"}, dst, x, w, state)
 		if err != nil {
@@ -459,8 +461,12 @@ func conv1d(op rt.OpID, dst, x, w, state *rt.Tensor, slots []int32) {
 		if err != nil {
 			return err
 		}
+		act := int32(0)
+		if silu {
+			act = 1
+		}
 		return c.launch2("conv1d_causal_f32", int((C+127)/128), items, 128, 0,
-			p(&m[0].ptr), p(&m[0].stride), p(&m[1].ptr), p(&m[1].stride), p(&m[2].ptr), p(&m[3].ptr), p(&dslots), p(&T), p(&C), p(&K))
+			p(&m[0].ptr), p(&m[0].stride), p(&m[1].ptr), p(&m[1].stride), p(&m[2].ptr), p(&m[3].ptr), p(&dslots), p(&T), p(&C), p(&K), p(&act))
 	})
 }
 
@@ -521,10 +527,14 @@ func deltaRuleLaunch(op rt.OpID, out, q, k, v, g, beta, state *rt.Tensor, slots 
 			return fmt.Errorf("key head dim %d: the kernel takes multiples of 4 up to 128", dk)
 		}
 		groups := int((dv + deltaColumns - 1) / deltaColumns)
-		return c.launch2("delta_rule_f32", int(hv)*groups, items, 4*deltaColumns, int(8*dk),
+		name := "delta_rule_f32"
+		if dp.QKNormEps > 0 {
+			name = "delta_rule_qknorm_f32"
+		}
+		return c.launch2(name, int(hv)*groups, items, 4*deltaColumns, int(8*dk),
 			p(&rv[0].ptr), p(&rv[0].s0), p(&rv[0].s1), p(&r[0].ptr), p(&r[0].s0), p(&r[0].s1), p(&r[1].ptr), p(&r[1].s0), p(&r[1].s1),
 			p(&rv[1].ptr), p(&rv[1].s0), p(&rv[1].s1), p(&m[0].ptr), p(&m[0].stride), p(&m[1].ptr), p(&m[1].stride), p(&m[2].ptr),
-			p(&dslots), p(&T), p(&hk), p(&hv), p(&dk), p(&dv), p(&tiled))
+			p(&dslots), p(&T), p(&hk), p(&hv), p(&dk), p(&dv), p(&tiled), p(&dp.QKNormEps))
 	})
 }
 
