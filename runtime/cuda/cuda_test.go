@@ -170,28 +170,37 @@ func TestAttentionOpsAgreeWithCPU(t *testing.T) {
 func TestPagedAttentionAgreesWithCPU(t *testing.T) {
 	p := newPair(t)
 	const hq, hkv, dim, bs, blocks = 8, 2, 256, 16, 12
-	kc, vc := rt.New(rt.F32, blocks*bs, hkv, dim), rt.New(rt.F32, blocks*bs, hkv, dim)
-	// Two sequences: 40 cached tokens + 3 new, and a fresh one of 20.
-	seqs := []rt.AttnSeq{{Row: 0, Len: 3, Start: 40, Blocks: []int32{7, 2, 9}}, {Row: 3, Len: 20, Start: 0, Blocks: []int32{4, 0}}}
-	var slots []int32
-	for _, s := range seqs {
-		for pos := range s.Start + s.Len {
-			slots = append(slots, s.Blocks[pos/bs]*bs+int32(pos%bs))
+	for _, seqs := range [][]rt.AttnSeq{
+		// 40 cached tokens + 3 new, and a fresh prompt of 20 (tiles of rows).
+		{{Row: 0, Len: 3, Start: 40, Blocks: []int32{7, 2, 9}}, {Row: 3, Len: 20, Start: 0, Blocks: []int32{4, 0}}},
+		// A decode step (a row a sequence).
+		{{Row: 0, Len: 1, Start: 42, Blocks: []int32{7, 2, 9}}, {Row: 1, Len: 1, Start: 19, Blocks: []int32{4, 0}}},
+		// A prompt of several row and key tiles beside a decode row.
+		{{Row: 0, Len: 45, Start: 0, Blocks: []int32{1, 3, 5}}, {Row: 45, Len: 1, Start: 30, Blocks: []int32{4, 0}}},
+	} {
+		kc, vc := rt.New(rt.F32, blocks*bs, hkv, dim), rt.New(rt.F32, blocks*bs, hkv, dim)
+		var slots []int32
+		rows := 0
+		for _, s := range seqs {
+			rows += s.Len
+			for pos := range s.Start + s.Len {
+				slots = append(slots, s.Blocks[pos/bs]*bs+int32(pos%bs))
+			}
 		}
+		kx, vx := p.random(1, len(slots), hkv, dim), p.random(1, len(slots), hkv, dim)
+		q := p.random(1, rows, hq, dim)
+		out := rt.New(rt.F32, rows, hq, dim)
+		p.both(func(be *rt.Backend, d func(*rt.Tensor) *rt.Tensor) error {
+			if err := be.KVWrite(d(kc), d(kx), slots); err != nil {
+				return err
+			}
+			if err := be.KVWrite(d(vc), d(vx), slots); err != nil {
+				return err
+			}
+			return be.Attention(d(out), d(q), d(kc), d(vc), seqs, bs, 1/16.)
+		})
+		p.same(1e-5, kc, vc, out)
 	}
-	kx, vx := p.random(1, len(slots), hkv, dim), p.random(1, len(slots), hkv, dim)
-	q := p.random(1, 23, hq, dim)
-	out := rt.New(rt.F32, 23, hq, dim)
-	p.both(func(be *rt.Backend, d func(*rt.Tensor) *rt.Tensor) error {
-		if err := be.KVWrite(d(kc), d(kx), slots); err != nil {
-			return err
-		}
-		if err := be.KVWrite(d(vc), d(vx), slots); err != nil {
-			return err
-		}
-		return be.Attention(d(out), d(q), d(kc), d(vc), seqs, bs, 1/16.)
-	})
-	p.same(1e-5, kc, vc, out)
 }
 
 func TestDeltaNetOpsAgreeWithCPU(t *testing.T) {

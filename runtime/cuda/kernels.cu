@@ -519,34 +519,40 @@ __global__ void kv_write_f32(float* cache, const float* x, i64 sx, const int* sl
     for (int i = threadIdx.x; i < width; i += blockDim.x) cache[dst + i] = x[r * sx + i];
 }
 
-// conv1d_causal_f32: one thread per channel; x [T, C] (stride sx), w [C, K],
-// state [K-1, C] holds the K-1 inputs before x and is advanced past x. With
-// slots, blockIdx.y is a sequence of one token (row y of x and d) whose
-// state is state + slots[y]·(K-1)·C. With silu, d is silu of the sum.
+// conv1d_causal_f32: a block of 32 channels; its blockDim.x/32 warps take
+// every nt-th token (outputs depend on inputs only), then, once all have
+// read the state, warp 0 advances it. x [T, C] (stride sx), w [C, K],
+// state [K-1, C] holds the K-1 inputs before x and is advanced past x.
+// With slots, blockIdx.y is a sequence of one token (row y of x and d)
+// whose state is state + slots[y]·(K-1)·C. With silu, d is silu of the sum.
 __global__ void conv1d_causal_f32(float* d, i64 sd, const float* x, i64 sx, const float* w, float* state, const int* slots,
                                   int T, int C, int K, int silu) {
     DEPEND();
-    int c = blockIdx.x * blockDim.x + threadIdx.x;
-    if (c >= C) return;
+    int c = blockIdx.x * 32 + (threadIdx.x & 31), tw = threadIdx.x >> 5, nt = blockDim.x >> 5;
+    bool live = c < C;
     if (slots) {
         int y = blockIdx.y;
         d += (i64)y * sd;
         x += (i64)y * sx;
         state += (i64)slots[y] * (K - 1) * C;
     }
-    float next[16];
-    for (int r = 0; r < K - 1; r++) {
-        int i = T + r; // row of state ++ x
-        next[r] = i < K - 1 ? state[(i64)i * C + c] : x[(i64)(i - (K - 1)) * sx + c];
-    }
-    for (int t = 0; t < T; t++) {
+    float wc[17];
+    for (int j = 0; j < K; j++) wc[j] = live ? w[(i64)c * K + j] : 0.f;
+    for (int t = tw; live && t < T; t += nt) {
         float acc = 0.f;
         for (int j = 0; j < K; j++) {
-            int i = t + j;
+            int i = t + j; // row of state ++ x
             float in = i < K - 1 ? state[(i64)i * C + c] : x[(i64)(i - (K - 1)) * sx + c];
-            acc += w[(i64)c * K + j] * in;
+            acc += wc[j] * in;
         }
         d[(i64)t * sd + c] = silu ? acc * sigmoidf_(acc) : acc;
+    }
+    __syncthreads(); // every read of the old state is done
+    if (!live || tw != 0) return;
+    float next[16];
+    for (int r = 0; r < K - 1; r++) {
+        int i = T + r;
+        next[r] = i < K - 1 ? state[(i64)i * C + c] : x[(i64)(i - (K - 1)) * sx + c];
     }
     for (int r = 0; r < K - 1; r++) state[(i64)r * C + c] = next[r];
 }
@@ -555,25 +561,33 @@ __global__ void conv1d_causal_f32(float* d, i64 sd, const float* x, i64 sx, cons
 // δ = β(v − e·Sᵀk), S ← e·S + k⊗δ, out = e·Sᵀq' + (k·q')δ, per value head
 // with state S [dk][dv]. A block of 128 threads takes one value head's 32
 // columns of S (blockIdx.x is head × column group); each column is held
-// in the registers of 4 adjacent lanes, dk/4 rows each, for the whole
-// sequence, so a token reads only its q, k and v. q, k are [T, hk, dk]
-// with token and head strides (sq, sq1), (sk, sk1); v, out [T, hv, dv]
-// likewise; g, beta rows per token. With slots, blockIdx.y is a sequence of one token (row
-// y) whose state is state + slots[y]·hv·dk·dv. Needs dk % 4 == 0, dk ≤ 128.
+// in the registers of 4 adjacent lanes for the whole sequence: lane p
+// holds the rows 16m + 4p + (0..3), so that it reads k and q' as float4s
+// and the 4 lanes read 64 contiguous bytes.
+// Tokens come DR_CHUNK at a time: their q', k, v columns, e and β are
+// staged in shared memory with one barrier, and the tokens between two
+// barriers need none (k·q' is summed by the same 4 lanes). q, k are
+// [T, hk, dk] with token and head strides (sq, sq1), (sk, sk1); v, out
+// [T, hv, dv] likewise; g, beta rows per token. With slots, blockIdx.y is a
+// sequence of one token (row y) whose state is state + slots[y]·hv·dk·dv.
+// Needs dk % 16 == 0, dk ≤ 128, blockDim.x == 128.
 // With norm (delta_rule_qknorm_f32), q and k rows are L2-normalised (eps
-// under the root) as they are read. A separate kernel, so that the plain
-// one keeps its registers and per-token barriers as they were.
+// under the root) as they are staged, a warp per row.
+#define DR_CHUNK 16
 __device__ __forceinline__ void delta_rule(bool norm, float* out, i64 so, i64 so1, const float* q, i64 sq, i64 sq1, const float* k,
                                            i64 sk, i64 sk1, const float* v, i64 sv, i64 sv1, const float* g, i64 sg,
                                            const float* beta, i64 sb, float* state, const int* slots, int T, int hk, int hv,
                                            int dk, int dv, int tiled, float qkeps) {
-    extern __shared__ float sh[]; // q'[dk], k[dk]
-    float* qs = sh;
-    float* ks = sh + dk;
+    extern __shared__ float4 dr_shared4[]; // q'[DR_CHUNK][dk], k[DR_CHUNK][dk], v[DR_CHUNK][32], e[DR_CHUNK], β[DR_CHUNK]
+    float* qs = (float*)dr_shared4;
+    float* ks = qs + DR_CHUNK * dk;
+    float* vs = ks + DR_CHUNK * dk;
+    float* es = vs + DR_CHUNK * 32;
+    float* bs = es + DR_CHUNK;
     int groups = (dv + 31) / 32;
     int h = blockIdx.x / groups, kh = tiled ? h % hk : h / (hv / hk);
-    int part = threadIdx.x & 3, j = (blockIdx.x % groups) * 32 + (threadIdx.x >> 2);
-    int R = dk >> 2, i0 = part * R;
+    int part = threadIdx.x & 3, col = threadIdx.x >> 2, j0 = (blockIdx.x % groups) * 32, j = j0 + col;
+    int M = dk >> 4; // float4s of a column a lane holds
     bool live = j < dv;
     float scale = rsqrtf((float)dk);
     i64 row0 = 0;
@@ -582,54 +596,84 @@ __device__ __forceinline__ void delta_rule(bool norm, float* out, i64 so, i64 so
         state += (i64)slots[blockIdx.y] * hv * dk * dv;
     }
     float* S = state + (i64)h * dk * dv;
-    float Sr[32];
+    float Sr[32]; // Sr[4m + e] is row 16m + 4·part + e
 #pragma unroll
     for (int i = 0; i < 32; i++)
-        if (i < R) Sr[i] = live ? S[(i64)(i0 + i) * dv + j] : 0.f;
-    for (int t = 0; t < T; t++) {
-        i64 r = row0 + t;
-        __syncthreads();
-        const float* qr = q + r * sq + kh * sq1;
-        const float* kr = k + r * sk + kh * sk1;
-        float qn = scale, kn = 1.f;
+        if (i / 4 < M) Sr[i] = live ? S[(i64)(16 * (i / 4) + 4 * part + i % 4) * dv + j] : 0.f;
+    for (int t0 = 0; t0 < T; t0 += DR_CHUNK) {
+        int n = min(DR_CHUNK, T - t0);
+        __syncthreads(); // the chunk before is consumed
+        for (int x = threadIdx.x; x < n * dk; x += blockDim.x) {
+            int tt = x / dk, i = x - tt * dk;
+            i64 r = row0 + t0 + tt;
+            float qv = q[r * sq + kh * sq1 + i];
+            qs[x] = norm ? qv : qv * scale;
+            ks[x] = k[r * sk + kh * sk1 + i];
+        }
+        for (int x = threadIdx.x; x < n * 32; x += blockDim.x) {
+            int tt = x >> 5, c = j0 + (x & 31);
+            vs[x] = c < dv ? v[(row0 + t0 + tt) * sv + h * sv1 + c] : 0.f;
+        }
+        if (threadIdx.x < n) {
+            i64 r = row0 + t0 + threadIdx.x;
+            es[threadIdx.x] = expf(g[r * sg + h]);
+            bs[threadIdx.x] = beta[r * sb + h];
+        }
         if (norm) {
-            float qq = 0.f, kk = 0.f;
-            for (int i = threadIdx.x; i < dk; i += blockDim.x) {
-                qq += qr[i] * qr[i];
-                kk += kr[i] * kr[i];
+            __syncthreads();
+            int lane = threadIdx.x & 31;
+            for (int tt = threadIdx.x >> 5; tt < n; tt += blockDim.x >> 5) {
+                float* qr = qs + tt * dk;
+                float* kr = ks + tt * dk;
+                float qq = 0.f, kk = 0.f;
+                for (int i = lane; i < dk; i += 32) {
+                    qq += qr[i] * qr[i];
+                    kk += kr[i] * kr[i];
+                }
+                float qn = scale * rsqrtf(warp_sum(qq) + qkeps), kn = rsqrtf(warp_sum(kk) + qkeps);
+                for (int i = lane; i < dk; i += 32) {
+                    qr[i] *= qn;
+                    kr[i] *= kn;
+                }
             }
-            qn *= rsqrtf(block_sum(qq) + qkeps);
-            kn = rsqrtf(block_sum(kk) + qkeps);
-        }
-        for (int i = threadIdx.x; i < dk; i += blockDim.x) {
-            qs[i] = qr[i] * qn;
-            ks[i] = kr[i] * kn;
         }
         __syncthreads();
-        float kq = 0.f;
-        for (int i = threadIdx.x; i < dk; i += blockDim.x) kq += ks[i] * qs[i];
-        kq = block_sum(kq);
-        float e = expf(g[r * sg + h]), b = beta[r * sb + h];
-        float skj = 0.f, sqj = 0.f;
+        for (int tt = 0; tt < n; tt++) {
+            const float4* qt = (const float4*)(qs + tt * dk) + part;
+            const float4* kt = (const float4*)(ks + tt * dk) + part;
+            float skj = 0.f, sqj = 0.f, kq = 0.f;
+            float4 kr[8];
 #pragma unroll
-        for (int i = 0; i < 32; i++)
-            if (i < R) {
-                skj += Sr[i] * ks[i0 + i];
-                sqj += Sr[i] * qs[i0 + i];
+            for (int m = 0; m < 8; m++)
+                if (m < M) {
+                    float4 k4 = kt[4 * m], q4 = qt[4 * m];
+                    kr[m] = k4;
+                    skj += Sr[4 * m] * k4.x + Sr[4 * m + 1] * k4.y + Sr[4 * m + 2] * k4.z + Sr[4 * m + 3] * k4.w;
+                    sqj += Sr[4 * m] * q4.x + Sr[4 * m + 1] * q4.y + Sr[4 * m + 2] * q4.z + Sr[4 * m + 3] * q4.w;
+                    kq += k4.x * q4.x + k4.y * q4.y + k4.z * q4.z + k4.w * q4.w;
+                }
+#pragma unroll
+            for (int o = 1; o < 4; o <<= 1) {
+                skj += __shfl_xor_sync(0xffffffffu, skj, o);
+                sqj += __shfl_xor_sync(0xffffffffu, sqj, o);
+                kq += __shfl_xor_sync(0xffffffffu, kq, o);
             }
-        skj += __shfl_xor_sync(0xffffffffu, skj, 1);
-        skj += __shfl_xor_sync(0xffffffffu, skj, 2);
-        sqj += __shfl_xor_sync(0xffffffffu, sqj, 1);
-        sqj += __shfl_xor_sync(0xffffffffu, sqj, 2);
-        float delta = live ? b * (v[r * sv + h * sv1 + j] - e * skj) : 0.f;
+            float e = es[tt];
+            float delta = bs[tt] * (vs[tt * 32 + col] - e * skj); // 0 in a dead column: its S and v are 0
 #pragma unroll
-        for (int i = 0; i < 32; i++)
-            if (i < R) Sr[i] = e * Sr[i] + ks[i0 + i] * delta;
-        if (live && part == 0) out[r * so + h * so1 + j] = e * sqj + kq * delta;
+            for (int m = 0; m < 8; m++)
+                if (m < M) {
+                    Sr[4 * m] = e * Sr[4 * m] + kr[m].x * delta;
+                    Sr[4 * m + 1] = e * Sr[4 * m + 1] + kr[m].y * delta;
+                    Sr[4 * m + 2] = e * Sr[4 * m + 2] + kr[m].z * delta;
+                    Sr[4 * m + 3] = e * Sr[4 * m + 3] + kr[m].w * delta;
+                }
+            if (live && part == 0) out[(row0 + t0 + tt) * so + h * so1 + j] = e * sqj + kq * delta;
+        }
     }
 #pragma unroll
     for (int i = 0; i < 32; i++)
-        if (i < R && live) S[(i64)(i0 + i) * dv + j] = Sr[i];
+        if (i / 4 < M && live) S[(i64)(16 * (i / 4) + 4 * part + i % 4) * dv + j] = Sr[i];
 }
 
 #define DELTA_RULE_PARAMS                                                                                            \
@@ -646,6 +690,110 @@ __global__ void delta_rule_f32(DELTA_RULE_PARAMS) {
 __global__ void delta_rule_qknorm_f32(DELTA_RULE_PARAMS) {
     DEPEND();
     delta_rule(true, DELTA_RULE_ARGS);
+}
+
+// attention_tile_f32: attention_f32 for prompts. A block of 4 warps takes
+// up to AT_ROWS consecutive query rows of one sequence and one head, so
+// that each key and value row is read once for all of them: tiles of
+// AT_KEYS keys are staged in shared memory, a lane scores one key against
+// its warp's 4 rows, and the warp adds the tile's values into the rows'
+// accumulators (lane i the dims i, i+32, ...) with an online softmax.
+// tiles[4t..4t+3] = first row, its position, rows, offset of the
+// sequence's block table in tabs. dim % 4 == 0, dim ≤ 256.
+#define AT_ROWS 16
+#define AT_KEYS 32
+__global__ void attention_tile_f32(float* dst, i64 sdst, const float* q, i64 sq, const float* kc, const float* vc,
+                                   const int* tiles, const int* tabs, int hq, int hkv, int dim, int bsize, float scale) {
+    DEPEND();
+    extern __shared__ float4 shared4[];
+    int tile = blockIdx.x / hq, h = blockIdx.x % hq, kh = h / (hq / hkv);
+    int r0 = tiles[4 * tile], pos0 = tiles[4 * tile + 1], nq = tiles[4 * tile + 2];
+    const int* tab = tabs + tiles[4 * tile + 3];
+    int lane = threadIdx.x & 31, w = threadIdx.x >> 5, nw = blockDim.x >> 5;
+    int ks = dim + 4; // a key row's stride: lanes reading different keys hit distinct banks
+    float* Qs = (float*)shared4;      // [AT_ROWS][dim], scaled
+    float* Ks = Qs + AT_ROWS * dim;   // [AT_KEYS][ks]
+    float* Vs = Ks + AT_KEYS * ks;    // [AT_KEYS][dim]
+    float* Ps = Vs + AT_KEYS * dim;   // [warp][AT_KEYS][4]: the tile's weights of the warp's rows
+    for (int x = threadIdx.x; x < AT_ROWS * dim; x += blockDim.x) {
+        int rr = x / dim, i = x - rr * dim;
+        Qs[x] = rr < nq ? q[((i64)(r0 + rr) * hq + h) * sq + i] * scale : 0.f;
+    }
+    int per = (dim + 31) / 32, rb = 4 * w, nkeys = pos0 + nq;
+    int pos[4];
+    float m[4], l[4], acc[4][8];
+#pragma unroll
+    for (int rr = 0; rr < 4; rr++) {
+        pos[rr] = rb + rr < nq ? pos0 + rb + rr : -1;
+        m[rr] = NEG_INF;
+        l[rr] = 0.f;
+#pragma unroll
+        for (int c = 0; c < 8; c++) acc[rr][c] = 0.f;
+    }
+    i64 width = (i64)hkv * dim;
+    for (int k0 = 0; k0 < nkeys; k0 += AT_KEYS) {
+        __syncthreads(); // Q is staged; the tile before is consumed
+        for (int kk = w; kk < AT_KEYS; kk += nw) {
+            int p = k0 + kk;
+            i64 row = p < nkeys ? ((i64)tab[p / bsize] * bsize + p % bsize) * width + (i64)kh * dim : -1;
+            for (int i = lane; i < dim; i += 32) {
+                Ks[kk * ks + i] = row >= 0 ? kc[row + i] : 0.f;
+                Vs[kk * dim + i] = row >= 0 ? vc[row + i] : 0.f;
+            }
+        }
+        __syncthreads();
+        float sc[4] = {0.f, 0.f, 0.f, 0.f};
+        const float* kr = Ks + lane * ks;
+        for (int i = 0; i < dim; i += 4) {
+            float4 k4 = *(const float4*)(kr + i);
+#pragma unroll
+            for (int rr = 0; rr < 4; rr++) {
+                float4 q4 = *(const float4*)(Qs + (rb + rr) * dim + i);
+                sc[rr] += q4.x * k4.x + q4.y * k4.y + q4.z * k4.z + q4.w * k4.w;
+            }
+        }
+        int p = k0 + lane;
+        float pw[4];
+#pragma unroll
+        for (int rr = 0; rr < 4; rr++) {
+            float sv = p <= pos[rr] ? sc[rr] : NEG_INF;
+            float mn = fmaxf(m[rr], warp_max(sv));
+            float corr = mn == NEG_INF ? 1.f : expf(m[rr] - mn);
+            pw[rr] = sv == NEG_INF ? 0.f : expf(sv - mn);
+            l[rr] = l[rr] * corr + pw[rr];
+            m[rr] = mn;
+#pragma unroll
+            for (int c = 0; c < 8; c++) acc[rr][c] *= corr;
+        }
+        *(float4*)(Ps + (w * AT_KEYS + lane) * 4) = make_float4(pw[0], pw[1], pw[2], pw[3]);
+        __syncwarp();
+        for (int j = 0; j < AT_KEYS; j++) {
+            float4 pj = *(const float4*)(Ps + (w * AT_KEYS + j) * 4);
+            const float* vr = Vs + j * dim;
+#pragma unroll
+            for (int c = 0; c < 8; c++) {
+                int i = lane + 32 * c;
+                if (c < per && i < dim) {
+                    float vv = vr[i];
+                    acc[0][c] += pj.x * vv;
+                    acc[1][c] += pj.y * vv;
+                    acc[2][c] += pj.z * vv;
+                    acc[3][c] += pj.w * vv;
+                }
+            }
+        }
+    }
+#pragma unroll
+    for (int rr = 0; rr < 4; rr++) {
+        float L = warp_sum(l[rr]);
+        if (rb + rr >= nq) continue;
+        float* o = dst + ((i64)(r0 + rb + rr) * hq + h) * sdst;
+#pragma unroll
+        for (int c = 0; c < 8; c++) {
+            int i = lane + 32 * c;
+            if (c < per && i < dim) o[i] = acc[rr][c] / L;
+        }
+    }
 }
 
 // attention_f32: causal grouped-query attention over a paged cache, one

@@ -4,6 +4,7 @@ package cuda
 
 import (
 	"fmt"
+	"slices"
 	"unsafe"
 
 	rt "github.com/govllm/govllm/runtime"
@@ -465,7 +466,8 @@ func conv1d(op rt.OpID, dst, x, w, state *rt.Tensor, slots []int32, silu bool) {
 		if silu {
 			act = 1
 		}
-		return c.launch2("conv1d_causal_f32", int((C+127)/128), items, 128, 0,
+		warps := max(1, min(int(T), 8)) // warps of a block split the tokens
+		return c.launch2("conv1d_causal_f32", int((C+31)/32), items, 32*warps, 0,
 			p(&m[0].ptr), p(&m[0].stride), p(&m[1].ptr), p(&m[1].stride), p(&m[2].ptr), p(&m[3].ptr), p(&dslots), p(&T), p(&C), p(&K), p(&act))
 	})
 }
@@ -495,8 +497,12 @@ func deltaRuleSlots(out, q, k, v, g, beta, states *rt.Tensor, slots []int32, dp 
 }
 
 // deltaColumns is the columns of a head's state per block of 128 threads
-// (4 lanes per column, the column in their registers).
-const deltaColumns = 32
+// (4 lanes per column, the column in their registers); deltaChunk is the
+// tokens staged in shared memory at once (DR_CHUNK in kernels.cu).
+const (
+	deltaColumns = 32
+	deltaChunk   = 16
+)
 
 func deltaRuleLaunch(op rt.OpID, out, q, k, v, g, beta, state *rt.Tensor, slots []int32, dp rt.DeltaRuleParams) {
 	kernel(op, func(c *Context) error {
@@ -523,15 +529,16 @@ func deltaRuleLaunch(op rt.OpID, out, q, k, v, g, beta, state *rt.Tensor, slots 
 		if err != nil {
 			return err
 		}
-		if dk%4 != 0 || dk > 128 {
-			return fmt.Errorf("key head dim %d: the kernel takes multiples of 4 up to 128", dk)
+		if dk%16 != 0 || dk > 128 {
+			return fmt.Errorf("key head dim %d: the kernel takes multiples of 16 up to 128", dk)
 		}
 		groups := int((dv + deltaColumns - 1) / deltaColumns)
 		name := "delta_rule_f32"
 		if dp.QKNormEps > 0 {
 			name = "delta_rule_qknorm_f32"
 		}
-		return c.launch2(name, int(hv)*groups, items, 4*deltaColumns, int(8*dk),
+		smem := 4 * deltaChunk * (2*int(dk) + deltaColumns + 2) // q', k, v, e, β of a chunk
+		return c.launch2(name, int(hv)*groups, items, 4*deltaColumns, smem,
 			p(&rv[0].ptr), p(&rv[0].s0), p(&rv[0].s1), p(&r[0].ptr), p(&r[0].s0), p(&r[0].s1), p(&r[1].ptr), p(&r[1].s0), p(&r[1].s1),
 			p(&rv[1].ptr), p(&rv[1].s0), p(&rv[1].s1), p(&m[0].ptr), p(&m[0].stride), p(&m[1].ptr), p(&m[1].stride), p(&m[2].ptr),
 			p(&dslots), p(&T), p(&hk), p(&hv), p(&dk), p(&dv), p(&tiled), p(&dp.QKNormEps))
@@ -548,6 +555,9 @@ func attention(dst, q, k, v *rt.Tensor, seqs []rt.AttnSeq, blockSize int, scale 
 		hq, hkv, dim := int32(q.Dim(1)), int32(k.Dim(1)), int32(q.Dim(2))
 		if dim > 256 {
 			return fmt.Errorf("head dim %d over 256", dim)
+		}
+		if dim%4 == 0 && slices.ContainsFunc(seqs, func(s rt.AttnSeq) bool { return s.Len > 1 }) {
+			return attentionTiles(c, m[:4], seqs, hq, hkv, dim, int32(blockSize), scale)
 		}
 		rowpos := make([]int32, n)
 		rowtab := make([]int32, n)
@@ -583,6 +593,37 @@ func attention(dst, q, k, v *rt.Tensor, seqs []rt.AttnSeq, blockSize int, scale 
 			p(&m[0].ptr), p(&m[0].stride), p(&m[1].ptr), p(&m[1].stride), p(&m[2].ptr), p(&m[3].ptr),
 			p(&pp), p(&pt), p(&pb), p(&hq), p(&hkv), p(&dim), p(&bs), p(&scale))
 	})
+}
+
+// attnTileRows is the query rows of a block of attention_tile_f32
+// (AT_ROWS), attnTileKeys the keys it stages at once (AT_KEYS).
+const attnTileRows, attnTileKeys = 16, 32
+
+// attentionTiles runs a step that holds a prompt (more than one row of a
+// sequence) as tiles of consecutive rows of one sequence; a decode row in
+// the same step is a tile of one.
+func attentionTiles(c *Context, m []mat, seqs []rt.AttnSeq, hq, hkv, dim, bs int32, scale float32) error {
+	var tiles, tabs []int32
+	for _, s := range seqs {
+		off := int32(len(tabs))
+		tabs = append(tabs, s.Blocks...)
+		for i := 0; i < s.Len; i += attnTileRows {
+			tiles = append(tiles, int32(s.Row+i), int32(s.Start+i), int32(min(attnTileRows, s.Len-i)), off)
+		}
+	}
+	pt, err := c.hostInts(tiles)
+	if err != nil {
+		return err
+	}
+	pb, err := c.hostInts(tabs)
+	if err != nil {
+		return err
+	}
+	d := int(dim)
+	smem := 4 * (attnTileRows*d + attnTileKeys*(d+4) + attnTileKeys*d + 4*attnTileKeys*4)
+	return c.launch("attention_tile_f32", len(tiles)/4*int(hq), 128, smem,
+		p(&m[0].ptr), p(&m[0].stride), p(&m[1].ptr), p(&m[1].stride), p(&m[2].ptr), p(&m[3].ptr),
+		p(&pt), p(&pb), p(&hq), p(&hkv), p(&dim), p(&bs), p(&scale))
 }
 
 func gatherRows(dst, x *rt.Tensor, rows []int32) {
