@@ -559,35 +559,38 @@ __global__ void conv1d_causal_f32(float* d, i64 sd, const float* x, i64 sx, cons
 
 // delta_rule_f32: the gated delta rule, token by token: e = exp(g),
 // δ = β(v − e·Sᵀk), S ← e·S + k⊗δ, out = e·Sᵀq' + (k·q')δ, per value head
-// with state S [dk][dv]. A block of 128 threads takes one value head's 32
-// columns of S (blockIdx.x is head × column group); each column is held
-// in the registers of 4 adjacent lanes for the whole sequence: lane p
-// holds the rows 16m + 4p + (0..3), so that it reads k and q' as float4s
-// and the 4 lanes read 64 contiguous bytes.
+// with state S [dk][dv]. A block of 128 threads takes 128/lanes columns of
+// one value head's S (blockIdx.x is head × column group); each column is
+// held in the registers of `lanes` adjacent lanes for the whole sequence:
+// lane p holds the rows 4·lanes·m + 4p + (0..3), so that it reads k and q'
+// as float4s and a column's lanes read contiguous bytes. 8 lanes (dk % 32
+// == 0) give twice the blocks of 4 and half the serial work a token: the
+// rule is bound by that latency, not by bandwidth.
 // Tokens come DR_CHUNK at a time: their q', k, v columns, e and β are
 // staged in shared memory with one barrier, and the tokens between two
-// barriers need none (k·q' is summed by the same 4 lanes). q, k are
+// barriers need none (k·q' is summed by the column's lanes). q, k are
 // [T, hk, dk] with token and head strides (sq, sq1), (sk, sk1); v, out
 // [T, hv, dv] likewise; g, beta rows per token. With slots, blockIdx.y is a
 // sequence of one token (row y) whose state is state + slots[y]·hv·dk·dv.
-// Needs dk % 16 == 0, dk ≤ 128, blockDim.x == 128.
+// Needs dk % (4·lanes) == 0, dk ≤ 128, blockDim.x == 128.
 // With norm (delta_rule_qknorm_f32), q and k rows are L2-normalised (eps
 // under the root) as they are staged, a warp per row.
 #define DR_CHUNK 16
-__device__ __forceinline__ void delta_rule(bool norm, float* out, i64 so, i64 so1, const float* q, i64 sq, i64 sq1, const float* k,
+__device__ __forceinline__ void delta_rule(bool norm, int lanes, float* out, i64 so, i64 so1, const float* q, i64 sq, i64 sq1, const float* k,
                                            i64 sk, i64 sk1, const float* v, i64 sv, i64 sv1, const float* g, i64 sg,
                                            const float* beta, i64 sb, float* state, const int* slots, int T, int hk, int hv,
                                            int dk, int dv, int tiled, float qkeps) {
-    extern __shared__ float4 dr_shared4[]; // q'[DR_CHUNK][dk], k[DR_CHUNK][dk], v[DR_CHUNK][32], e[DR_CHUNK], β[DR_CHUNK]
+    extern __shared__ float4 dr_shared4[]; // q'[DR_CHUNK][dk], k[DR_CHUNK][dk], v[DR_CHUNK][cols], e[DR_CHUNK], β[DR_CHUNK]
+    int cols = 128 / lanes;
     float* qs = (float*)dr_shared4;
     float* ks = qs + DR_CHUNK * dk;
     float* vs = ks + DR_CHUNK * dk;
-    float* es = vs + DR_CHUNK * 32;
+    float* es = vs + DR_CHUNK * cols;
     float* bs = es + DR_CHUNK;
-    int groups = (dv + 31) / 32;
+    int groups = (dv + cols - 1) / cols;
     int h = blockIdx.x / groups, kh = tiled ? h % hk : h / (hv / hk);
-    int part = threadIdx.x & 3, col = threadIdx.x >> 2, j0 = (blockIdx.x % groups) * 32, j = j0 + col;
-    int M = dk >> 4; // float4s of a column a lane holds
+    int part = threadIdx.x % lanes, col = threadIdx.x / lanes, j0 = (blockIdx.x % groups) * cols, j = j0 + col;
+    int M = dk / (4 * lanes); // float4s of a column a lane holds
     bool live = j < dv;
     float scale = rsqrtf((float)dk);
     i64 row0 = 0;
@@ -596,10 +599,10 @@ __device__ __forceinline__ void delta_rule(bool norm, float* out, i64 so, i64 so
         state += (i64)slots[blockIdx.y] * hv * dk * dv;
     }
     float* S = state + (i64)h * dk * dv;
-    float Sr[32]; // Sr[4m + e] is row 16m + 4·part + e
+    float Sr[32]; // Sr[4m + e] is row 4·lanes·m + 4·part + e
 #pragma unroll
     for (int i = 0; i < 32; i++)
-        if (i / 4 < M) Sr[i] = live ? S[(i64)(16 * (i / 4) + 4 * part + i % 4) * dv + j] : 0.f;
+        if (i / 4 < M) Sr[i] = live ? S[(i64)(4 * lanes * (i / 4) + 4 * part + i % 4) * dv + j] : 0.f;
     for (int t0 = 0; t0 < T; t0 += DR_CHUNK) {
         int n = min(DR_CHUNK, T - t0);
         __syncthreads(); // the chunk before is consumed
@@ -610,8 +613,8 @@ __device__ __forceinline__ void delta_rule(bool norm, float* out, i64 so, i64 so
             qs[x] = norm ? qv : qv * scale;
             ks[x] = k[r * sk + kh * sk1 + i];
         }
-        for (int x = threadIdx.x; x < n * 32; x += blockDim.x) {
-            int tt = x >> 5, c = j0 + (x & 31);
+        for (int x = threadIdx.x; x < n * cols; x += blockDim.x) {
+            int tt = x / cols, c = j0 + x % cols;
             vs[x] = c < dv ? v[(row0 + t0 + tt) * sv + h * sv1 + c] : 0.f;
         }
         if (threadIdx.x < n) {
@@ -646,20 +649,20 @@ __device__ __forceinline__ void delta_rule(bool norm, float* out, i64 so, i64 so
 #pragma unroll
             for (int m = 0; m < 8; m++)
                 if (m < M) {
-                    float4 k4 = kt[4 * m], q4 = qt[4 * m];
+                    float4 k4 = kt[lanes * m], q4 = qt[lanes * m];
                     kr[m] = k4;
                     skj += Sr[4 * m] * k4.x + Sr[4 * m + 1] * k4.y + Sr[4 * m + 2] * k4.z + Sr[4 * m + 3] * k4.w;
                     sqj += Sr[4 * m] * q4.x + Sr[4 * m + 1] * q4.y + Sr[4 * m + 2] * q4.z + Sr[4 * m + 3] * q4.w;
                     kq += k4.x * q4.x + k4.y * q4.y + k4.z * q4.z + k4.w * q4.w;
                 }
 #pragma unroll
-            for (int o = 1; o < 4; o <<= 1) {
+            for (int o = 1; o < lanes; o <<= 1) {
                 skj += __shfl_xor_sync(0xffffffffu, skj, o);
                 sqj += __shfl_xor_sync(0xffffffffu, sqj, o);
                 kq += __shfl_xor_sync(0xffffffffu, kq, o);
             }
             float e = es[tt];
-            float delta = bs[tt] * (vs[tt * 32 + col] - e * skj); // 0 in a dead column: its S and v are 0
+            float delta = bs[tt] * (vs[tt * cols + col] - e * skj); // 0 in a dead column: its S and v are 0
 #pragma unroll
             for (int m = 0; m < 8; m++)
                 if (m < M) {
@@ -673,7 +676,7 @@ __device__ __forceinline__ void delta_rule(bool norm, float* out, i64 so, i64 so
     }
 #pragma unroll
     for (int i = 0; i < 32; i++)
-        if (i / 4 < M && live) S[(i64)(16 * (i / 4) + 4 * part + i % 4) * dv + j] = Sr[i];
+        if (i / 4 < M && live) S[(i64)(4 * lanes * (i / 4) + 4 * part + i % 4) * dv + j] = Sr[i];
 }
 
 #define DELTA_RULE_PARAMS                                                                                            \
@@ -684,12 +687,23 @@ __device__ __forceinline__ void delta_rule(bool norm, float* out, i64 so, i64 so
 
 __global__ void delta_rule_f32(DELTA_RULE_PARAMS) {
     DEPEND();
-    delta_rule(false, DELTA_RULE_ARGS);
+    delta_rule(false, 8, DELTA_RULE_ARGS);
 }
 
 __global__ void delta_rule_qknorm_f32(DELTA_RULE_PARAMS) {
     DEPEND();
-    delta_rule(true, DELTA_RULE_ARGS);
+    delta_rule(true, 8, DELTA_RULE_ARGS);
+}
+
+// The same with 4 lanes a column: decode steps, and dk % 32 != 0.
+__global__ void delta_rule_narrow_f32(DELTA_RULE_PARAMS) {
+    DEPEND();
+    delta_rule(false, 4, DELTA_RULE_ARGS);
+}
+
+__global__ void delta_rule_narrow_qknorm_f32(DELTA_RULE_PARAMS) {
+    DEPEND();
+    delta_rule(true, 4, DELTA_RULE_ARGS);
 }
 
 // attention_tile_f32: attention_f32 for prompts. A block of 4 warps takes

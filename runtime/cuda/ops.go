@@ -496,13 +496,17 @@ func deltaRuleSlots(out, q, k, v, g, beta, states *rt.Tensor, slots []int32, dp 
 	deltaRuleLaunch(rt.OpDeltaRuleSlots, out, q, k, v, g, beta, states, slots, dp)
 }
 
-// deltaColumns is the columns of a head's state per block of 128 threads
-// (4 lanes per column, the column in their registers); deltaChunk is the
-// tokens staged in shared memory at once (DR_CHUNK in kernels.cu).
-const (
-	deltaColumns = 32
-	deltaChunk   = 16
-)
+// deltaChunk is the tokens the delta rule stages in shared memory at once
+// (DR_CHUNK in kernels.cu); a block of 128 threads holds 128/lanes columns
+// of a head's state, each in the registers of its lanes.
+const deltaChunk = 16
+
+// deltaRuleKernels[wide][norm]: 8 lanes a column (wide) or 4, q and k
+// normalised in the kernel (norm) or not.
+var deltaRuleKernels = [2][2]string{
+	{"delta_rule_narrow_f32", "delta_rule_narrow_qknorm_f32"},
+	{"delta_rule_f32", "delta_rule_qknorm_f32"},
+}
 
 func deltaRuleLaunch(op rt.OpID, out, q, k, v, g, beta, state *rt.Tensor, slots []int32, dp rt.DeltaRuleParams) {
 	kernel(op, func(c *Context) error {
@@ -532,13 +536,18 @@ func deltaRuleLaunch(op rt.OpID, out, q, k, v, g, beta, state *rt.Tensor, slots 
 		if dk%16 != 0 || dk > 128 {
 			return fmt.Errorf("key head dim %d: the kernel takes multiples of 16 up to 128", dk)
 		}
-		groups := int((dv + deltaColumns - 1) / deltaColumns)
-		name := "delta_rule_f32"
-		if dp.QKNormEps > 0 {
-			name = "delta_rule_qknorm_f32"
+		// 8 lanes a column halve a token's serial work over a prompt; a
+		// decode step has blocks enough (one set per sequence) and each
+		// block's staging is a fixed cost, so it keeps 4.
+		wide, norm := dk%32 == 0 && slots == nil, dp.QKNormEps > 0
+		name, lanes := deltaRuleKernels[b2i(wide)][b2i(norm)], 4
+		if wide {
+			lanes = 8
 		}
-		smem := 4 * deltaChunk * (2*int(dk) + deltaColumns + 2) // q', k, v, e, β of a chunk
-		return c.launch2(name, int(hv)*groups, items, 4*deltaColumns, smem,
+		cols := 128 / lanes
+		groups := (int(dv) + cols - 1) / cols
+		smem := 4 * deltaChunk * (2*int(dk) + cols + 2) // q', k, v, e, β of a chunk
+		return c.launch2(name, int(hv)*groups, items, 128, smem,
 			p(&rv[0].ptr), p(&rv[0].s0), p(&rv[0].s1), p(&r[0].ptr), p(&r[0].s0), p(&r[0].s1), p(&r[1].ptr), p(&r[1].s0), p(&r[1].s1),
 			p(&rv[1].ptr), p(&rv[1].s0), p(&rv[1].s1), p(&m[0].ptr), p(&m[0].stride), p(&m[1].ptr), p(&m[1].stride), p(&m[2].ptr),
 			p(&dslots), p(&T), p(&hk), p(&hv), p(&dk), p(&dv), p(&tiled), p(&dp.QKNormEps))
@@ -695,4 +704,11 @@ func routerTopK(ids []int32, weights []float32, logits *rt.Tensor, k int) {
 		}
 		return check("cuMemcpyDtoH", cuMemcpyDtoH(unsafe.Pointer(unsafe.SliceData(weights)), dw, n))
 	})
+}
+
+func b2i(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
 }
