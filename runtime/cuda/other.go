@@ -24,8 +24,9 @@ var ErrUnavailable = errors.New("no usable GPU or CUDA library")
 // DeviceMemory fails: there is no CUDA backend in this build.
 func DeviceMemory() (rt.Memory, error) { return nil, Available() }
 
-// GraphStats counts the steps issued as graphs and the graphs captured.
-type GraphStats struct{ Launches, Captures int }
+// GraphStats counts the steps issued as graphs, the graphs captured, and
+// the steps recorded ahead that were issued.
+type GraphStats struct{ Launches, Captures, Ahead int }
 
 // Graphs reports none: there is no CUDA backend in this build.
 func Graphs() GraphStats { return GraphStats{} }
