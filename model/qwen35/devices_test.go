@@ -40,6 +40,21 @@ func devices(t *testing.T) []device {
 	return out
 }
 
+// denseOnCUDA loads the dense fixture on the GPU, or skips the test where
+// there is none.
+func denseOnCUDA(t *testing.T) (*oracle.Fixture, *qwen35.Model) {
+	t.Helper()
+	be, err := backends.New(rt.CUDA)
+	if errors.Is(err, cuda.ErrUnavailable) {
+		t.Skipf("no CUDA here: %v", err)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	fx := oracle.Load(t, "qwen35-dense")
+	return fx, loadOn(t, be, fx.Dir, qwen35.Options{})
+}
+
 func loadOn(t testing.TB, be *rt.Backend, dir string, opts qwen35.Options) *qwen35.Model {
 	t.Helper()
 	m, err := qwen35.Load(dir, be, opts)
@@ -65,15 +80,7 @@ func hostF32(t testing.TB, be *rt.Backend, x *rt.Tensor) []float32 {
 // steps run eagerly (observed, which turns recording off) and against
 // transformers.
 func TestGPUDecodeStepsReplayAsGraphs(t *testing.T) {
-	be, err := backends.New(rt.CUDA)
-	if errors.Is(err, cuda.ErrUnavailable) {
-		t.Skipf("no CUDA here: %v", err)
-	}
-	if err != nil {
-		t.Fatal(err)
-	}
-	fx := oracle.Load(t, "qwen35-dense")
-	m := loadOn(t, be, fx.Dir, qwen35.Options{})
+	fx, m := denseOnCUDA(t)
 	c := fx.Cases[2] // 80 tokens
 	before := cuda.Graphs()
 	graphed := run(t, m, c.IDs, 1)
@@ -106,15 +113,7 @@ func TestGPUDecodeStepsReplayAsGraphs(t *testing.T) {
 // (where the one recorded ahead is dropped) and a device free between
 // steps (which stales it): every step's logits must be equal bit for bit.
 func TestGPUStepsRecordedAheadMatch(t *testing.T) {
-	be, err := backends.New(rt.CUDA)
-	if errors.Is(err, cuda.ErrUnavailable) {
-		t.Skipf("no CUDA here: %v", err)
-	}
-	if err != nil {
-		t.Fatal(err)
-	}
-	fx := oracle.Load(t, "qwen35-dense")
-	m := loadOn(t, be, fx.Dir, qwen35.Options{})
+	fx, m := denseOnCUDA(t)
 	const bs, steps = 4, 40
 	decode := func(ahead bool) (logits []float32, issuedAhead int) {
 		qwen35.SetRecordAhead(ahead)
@@ -142,11 +141,12 @@ func TestGPUStepsRecordedAheadMatch(t *testing.T) {
 				}
 			}
 			if step == 30 {
-				x, err := be.Memory().Alloc(rt.F32, 16)
+				mem := m.Backend().Memory()
+				x, err := mem.Alloc(rt.F32, 16)
 				if err != nil {
 					t.Fatal(err)
 				}
-				be.Memory().Free(x)
+				mem.Free(x)
 			}
 			lg, err := m.ForwardBatch(cache, seqs, qwen35.ForwardOptions{})
 			if err != nil {
