@@ -2,7 +2,7 @@
 # Side by side on one GPU: transformers + torch, then govllm, on the same
 # random-weight checkpoint of a real Qwen3.5 shape (bench/transformers_cuda.py
 # makes it). Prefill of 2,048 tokens, decode at batch 1, 16 and 64.
-#   bench/cuda.sh {0.8b|2b} DIR [GOVLLM]
+#   bench/cuda.sh {0.8b|2b|moe} DIR [GOVLLM]
 set -euo pipefail
 shape=$1 dir=$2 govllm=${3:-govllm}
 python3 "$(dirname "$0")/transformers_cuda.py" "$shape" "$dir"

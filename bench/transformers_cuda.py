@@ -3,17 +3,22 @@
 # prefill of 2,048 tokens, greedy decode at batch 1, 16 and 64. The same
 # directory is then benchmarked with `govllm bench --device cuda`
 # (bench/cuda.sh), so both read one checkpoint in one run.
-#   python3 bench/transformers_cuda.py {0.8b|2b} OUTDIR
+#   python3 bench/transformers_cuda.py {0.8b|2b|moe} OUTDIR
 import json, sys, time
 import torch
 import transformers
-from transformers import Qwen3_5TextConfig, Qwen3_5ForCausalLM
+from transformers import Qwen3_5TextConfig, Qwen3_5ForCausalLM, Qwen3_5MoeTextConfig, Qwen3_5MoeForCausalLM
 
-SHAPES = {"0.8b": (1024, 3584), "2b": (2048, 6144)}  # hidden, intermediate: model/qwen35/synth.go
+# hidden, intermediate: model/qwen35/synth.go; "moe" is its qwen3.5-moe-small
+# (Qwen3.5-35B-A3B's layer design: 64 experts of 512, top 8, a shared expert).
+SHAPES = {"0.8b": (1024, 3584), "2b": (2048, 6144), "moe": (1024, 3584)}
 shape, out = sys.argv[1], sys.argv[2]
 hidden, inter = SHAPES[shape]
 layers = ["full_attention" if (i + 1) % 4 == 0 else "linear_attention" for i in range(24)]
-cfg = Qwen3_5TextConfig(vocab_size=248320, hidden_size=hidden, intermediate_size=inter, num_hidden_layers=24,
+moe = shape == "moe"
+Config, Model = (Qwen3_5MoeTextConfig, Qwen3_5MoeForCausalLM) if moe else (Qwen3_5TextConfig, Qwen3_5ForCausalLM)
+extra = dict(num_experts=64, num_experts_per_tok=8, moe_intermediate_size=512, shared_expert_intermediate_size=512) if moe else {}
+cfg = Config(**extra, vocab_size=248320, hidden_size=hidden, intermediate_size=inter, num_hidden_layers=24,
                         num_attention_heads=8, num_key_value_heads=2, head_dim=256, linear_num_key_heads=16,
                         linear_num_value_heads=16, linear_key_head_dim=128, linear_value_head_dim=128,
                         linear_conv_kernel_dim=4, layer_types=layers, rms_norm_eps=1e-6, tie_word_embeddings=True,
@@ -22,7 +27,7 @@ cfg = Qwen3_5TextConfig(vocab_size=248320, hidden_size=hidden, intermediate_size
                         max_position_embeddings=262144, bos_token_id=None, eos_token_id=248044, pad_token_id=None)
 torch.manual_seed(1)
 with torch.device("cuda"):
-    model = Qwen3_5ForCausalLM(cfg).to(torch.bfloat16).eval()
+    model = Model(cfg).to(torch.bfloat16).eval()
 params = sum(p.numel() for p in model.parameters())
 model.save_pretrained(out, safe_serialization=True)
 res = {"transformers": transformers.__version__, "torch": torch.__version__, "gpu": torch.cuda.get_device_name(),

@@ -666,27 +666,6 @@ func (b *Backend) DeltaRuleRecurrent(out, q, k, v, g, beta, state *Tensor, p Del
 	return run(b, DeltaRuleRecurrent, F32, c, ts, func(kern DeltaRuleRecurrentKernel) { kern(out, q, k, v, g, beta, state, p) })
 }
 
-// RouterTopK picks k experts per row of logits [T, E] with renormalised
-// softmax weights; ids and weights hold T·k entries.
-func (b *Backend) RouterTopK(ids []int32, weights []float32, logits *Tensor, k int) error {
-	c := &check{}
-	ts := []*Tensor{logits}
-	if nonNil(ts...) {
-		c.f32("logits", logits)
-		c.rank("logits", logits, 2)
-		c.rows("logits", logits)
-		if c.err == nil {
-			if !(k >= 1 && k <= logits.shape[1]) {
-				c.failf(ErrShape, "top-%d of %d experts", k, logits.shape[1])
-			}
-			if !(len(ids) == logits.shape[0]*k && len(weights) == len(ids)) {
-				c.failf(ErrShape, "%d ids and %d weights for %d rows of top-%d", len(ids), len(weights), logits.shape[0], k)
-			}
-		}
-	}
-	return run(b, RouterTopK, F32, c, ts, func(kern RouterTopKKernel) { kern(ids, weights, logits, k) })
-}
-
 // GatherRows copies rows[i] of x [T, H] into row i of dst [len(rows), H].
 func (b *Backend) GatherRows(dst, x *Tensor, rows []int32) error {
 	c := &check{}
@@ -707,25 +686,81 @@ func (b *Backend) GatherRows(dst, x *Tensor, rows []int32) error {
 	return run(b, GatherRows, F32, c, ts, func(k GatherRowsKernel) { k(dst, x, rows) })
 }
 
-// MoEScatterAdd adds weights[i] · row i of src into row rows[i] of dst.
-func (b *Backend) MoEScatterAdd(dst, src *Tensor, rows []int32, weights []float32) error {
+// MoEExperts writes the routed experts' sum for each row of x [T, H] into
+// out [T, H], routing by logits [T, E]; see MoEExpertsKernel. The kernel
+// is chosen by the gate weights' dtype.
+func (b *Backend) MoEExperts(out, x, logits *Tensor, ex *Experts) error {
 	c := &check{}
-	ts := []*Tensor{dst, src}
+	ts := []*Tensor{out, x, logits}
+	if ex == nil || len(ex.Gate) == 0 {
+		c.failf(ErrShape, "no experts")
+		return b.opErr(OpMoEExperts, c.err, ts)
+	}
+	ts = append(ts, ex.Gate[0]) // NewExperts checked that the rest live with it
 	if nonNil(ts...) {
-		c.f32("operands", dst, src)
-		c.rank("dst", dst, 2)
-		c.rank("src", src, 2)
-		c.rows("dst", dst)
-		c.rows("src", src)
+		c.f32("operands", out, x, logits)
+		c.rank("out", out, 2)
+		c.rank("x", x, 2)
+		c.rank("logits", logits, 2)
+		c.rows("out", out)
+		c.rows("x", x)
+		c.rows("logits", logits)
 		if c.err == nil {
-			if !(src.shape[0] == len(rows) && len(weights) == len(rows) && src.shape[1] == dst.shape[1]) {
-				c.failf(ErrShape, "src %v with %d rows and %d weights into dst %v", src.shape, len(rows), len(weights), dst.shape)
+			t, h := x.shape[0], ex.Hidden()
+			if !(x.shape[1] == h && out.shape[0] == t && out.shape[1] == h && logits.shape[0] == t && logits.shape[1] == len(ex.Gate)) {
+				c.failf(ErrShape, "x %v, out %v, logits %v for %d experts of hidden size %d", x.shape, out.shape, logits.shape, len(ex.Gate), h)
 			}
-			checkRowIndex(c, rows, dst.shape[0])
 		}
 	}
-	return run(b, MoEScatterAdd, F32, c, ts, func(k MoEScatterAddKernel) { k(dst, src, rows, weights) })
+	return run(b, MoEExperts, ex.Gate[0].dtype, c, ts, func(k MoEExpertsKernel) { k(out, x, logits, ex) })
 }
+
+// Experts are an MoE layer's routed experts: Gate[e] and Up[e] [I, H],
+// Down[e] [H, I]; each of the three has one dtype and one memory across
+// the experts.
+type Experts struct {
+	Gate, Up, Down []*Tensor
+	TopK           int
+}
+
+// NewExperts checks the experts' shapes, dtypes and placement.
+func NewExperts(gate, up, down []*Tensor, topK int) (*Experts, error) {
+	ex := &Experts{Gate: gate, Up: up, Down: down, TopK: topK}
+	n := len(gate)
+	if n == 0 || len(up) != n || len(down) != n {
+		return nil, fmt.Errorf("runtime: experts: %w: %d gate, %d up and %d down weights", ErrShape, len(gate), len(up), len(down))
+	}
+	if !(topK >= 1 && topK <= n) {
+		return nil, fmt.Errorf("runtime: experts: %w: top-%d of %d experts", ErrShape, topK, n)
+	}
+	inter, hidden := gate[0].Dim(0), gate[0].Dim(1)
+	for _, r := range []struct {
+		role string
+		ws   []*Tensor
+		want []int
+	}{{"gate", gate, []int{inter, hidden}}, {"up", up, []int{inter, hidden}}, {"down", down, []int{hidden, inter}}} {
+		role, ws, want := r.role, r.ws, r.want
+		for e, w := range ws {
+			switch {
+			case w == nil:
+				return nil, fmt.Errorf("runtime: experts: %w: %s weight of expert %d is nil", ErrShape, role, e)
+			case w.Rank() != 2 || w.shape[0] != want[0] || w.shape[1] != want[1] || !w.RowsContiguous():
+				return nil, fmt.Errorf("runtime: experts: %w: %s weight of expert %d is %v (strides %v), want %v with contiguous rows", ErrShape, role, e, w.shape, w.strides, want)
+			case w.dtype != ws[0].dtype:
+				return nil, fmt.Errorf("runtime: experts: %w: %s weight of expert %d is %v, expert 0's %v", ErrDType, role, e, w.dtype, ws[0].dtype)
+			case w.OnDevice() != gate[0].OnDevice():
+				return nil, fmt.Errorf("runtime: experts: %w: %s weight of expert %d is not in the memory of expert 0's gate", ErrPlacement, role, e)
+			}
+		}
+	}
+	return ex, nil
+}
+
+// Hidden is the width of the rows the experts take and give.
+func (ex *Experts) Hidden() int { return ex.Gate[0].Dim(1) }
+
+// Inter is the experts' intermediate width.
+func (ex *Experts) Inter() int { return ex.Gate[0].Dim(0) }
 
 func checkRowIndex(c *check, rows []int32, n int) {
 	for i, r := range rows {

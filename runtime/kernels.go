@@ -72,13 +72,13 @@ type (
 	// many sequences: row i of q, k, v, g, beta is one token of the sequence
 	// whose state is states[slots[i]] ([S, Hv, Dk, Dv]).
 	DeltaRuleSlotsKernel func(out, q, k, v, g, beta, states *Tensor, slots []int32, p DeltaRuleParams)
-	// RouterTopKKernel takes a softmax over each row of logits [T, E], keeps
-	// the k largest and renormalises them to sum to one.
-	RouterTopKKernel func(ids []int32, weights []float32, logits *Tensor, k int)
 	// GatherRowsKernel copies row rows[i] of x into row i of dst.
 	GatherRowsKernel func(dst, x *Tensor, rows []int32)
-	// MoEScatterAddKernel adds weights[i]·src row i into dst row rows[i].
-	MoEScatterAddKernel func(dst, src *Tensor, rows []int32, weights []float32)
+	// MoEExpertsKernel writes into out [T, H], for each row t of x [T, H],
+	// Σ w_e · down_e(silu(gate_e·x_t) ⊙ up_e·x_t) over the TopK experts e
+	// with the largest softmax of logits row t [T, E] (ties to the lower
+	// index), w renormalised over those k to sum to one.
+	MoEExpertsKernel func(out, x, logits *Tensor, ex *Experts)
 )
 
 // AttnSeq is one sequence of an attention call: rows Row..Row+Len of q are
@@ -130,9 +130,8 @@ var (
 	GDNGating          = Def[GDNGatingKernel]{OpGDNGating}
 	DeltaRuleChunked   = Def[DeltaRuleChunkedKernel]{OpDeltaRuleChunked}
 	DeltaRuleRecurrent = Def[DeltaRuleRecurrentKernel]{OpDeltaRuleRecurrent}
-	RouterTopK         = Def[RouterTopKKernel]{OpRouterTopK}
 	GatherRows         = Def[GatherRowsKernel]{OpGatherRows}
-	MoEScatterAdd      = Def[MoEScatterAddKernel]{OpMoEScatterAdd}
+	MoEExperts         = Def[MoEExpertsKernel]{OpMoEExperts}
 	Conv1dSlots        = Def[Conv1dSlotsKernel]{OpConv1dSlots}
 	DeltaRuleSlots     = Def[DeltaRuleSlotsKernel]{OpDeltaRuleSlots}
 )

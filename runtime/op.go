@@ -28,12 +28,11 @@ const (
 	OpGDNGating                      // gdn_gating
 	OpDeltaRuleChunked               // delta_rule_chunked
 	OpDeltaRuleRecurrent             // delta_rule_recurrent
-	OpRouterTopK                     // moe_router_topk
 	OpGatherRows                     // gather_rows
-	OpMoEScatterAdd                  // moe_scatter_add
 	OpConv1dSlots                    // conv1d_causal_slots
 	OpDeltaRuleSlots                 // delta_rule_slots
 	OpAddRMSNormOffset               // add_rms_norm_offset
+	OpMoEExperts                     // moe_experts
 	opCount
 )
 

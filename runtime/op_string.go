@@ -28,18 +28,17 @@ func _() {
 	_ = x[OpGDNGating-17]
 	_ = x[OpDeltaRuleChunked-18]
 	_ = x[OpDeltaRuleRecurrent-19]
-	_ = x[OpRouterTopK-20]
-	_ = x[OpGatherRows-21]
-	_ = x[OpMoEScatterAdd-22]
-	_ = x[OpConv1dSlots-23]
-	_ = x[OpDeltaRuleSlots-24]
-	_ = x[OpAddRMSNormOffset-25]
-	_ = x[opCount-26]
+	_ = x[OpGatherRows-20]
+	_ = x[OpConv1dSlots-21]
+	_ = x[OpDeltaRuleSlots-22]
+	_ = x[OpAddRMSNormOffset-23]
+	_ = x[OpMoEExperts-24]
+	_ = x[opCount-25]
 }
 
-const _OpID_name = "invalidembeddingmatmuladdrms_normrms_norm_offsetgated_rms_normsiluswiglusigmoid_mulsplit_query_gaterope_neoxattn_preamble_fusedkv_writeattention_causal_gqaconv1d_causall2_normgdn_gatingdelta_rule_chunkeddelta_rule_recurrentmoe_router_topkgather_rowsmoe_scatter_addconv1d_causal_slotsdelta_rule_slotsadd_rms_norm_offsetopCount"
+const _OpID_name = "invalidembeddingmatmuladdrms_normrms_norm_offsetgated_rms_normsiluswiglusigmoid_mulsplit_query_gaterope_neoxattn_preamble_fusedkv_writeattention_causal_gqaconv1d_causall2_normgdn_gatingdelta_rule_chunkeddelta_rule_recurrentgather_rowsconv1d_causal_slotsdelta_rule_slotsadd_rms_norm_offsetmoe_expertsopCount"
 
-var _OpID_index = [...]uint16{0, 7, 16, 22, 25, 33, 48, 62, 66, 72, 83, 99, 108, 127, 135, 155, 168, 175, 185, 203, 223, 238, 249, 264, 283, 299, 318, 325}
+var _OpID_index = [...]uint16{0, 7, 16, 22, 25, 33, 48, 62, 66, 72, 83, 99, 108, 127, 135, 155, 168, 175, 185, 203, 223, 234, 253, 269, 288, 299, 306}
 
 func (i OpID) String() string {
 	idx := int(i) - 0

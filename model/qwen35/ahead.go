@@ -94,7 +94,7 @@ func (m *Model) recordNext(st rt.Stepper, c *Cache, seqs []Seq) {
 	c.ahead = nil
 	// Only a step of the same shape as this one: its tensors are this
 	// step's again, so recording it moves no buffer the GPU is using.
-	if !recordAhead || m.Config.MoE || c.arena.Err() != nil {
+	if !recordAhead || c.arena.Err() != nil {
 		return
 	}
 	a := &c.next

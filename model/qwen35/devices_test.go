@@ -40,9 +40,9 @@ func devices(t *testing.T) []device {
 	return out
 }
 
-// denseOnCUDA loads the dense fixture on the GPU, or skips the test where
+// onCUDA loads an oracle fixture on the GPU, or skips the test where
 // there is none.
-func denseOnCUDA(t *testing.T) (*oracle.Fixture, *qwen35.Model) {
+func onCUDA(t *testing.T, fixture string) (*oracle.Fixture, *qwen35.Model) {
 	t.Helper()
 	be, err := backends.New(rt.CUDA)
 	if errors.Is(err, cuda.ErrUnavailable) {
@@ -51,7 +51,7 @@ func denseOnCUDA(t *testing.T) (*oracle.Fixture, *qwen35.Model) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	fx := oracle.Load(t, "qwen35-dense")
+	fx := oracle.Load(t, fixture)
 	return fx, loadOn(t, be, fx.Dir, qwen35.Options{})
 }
 
@@ -78,9 +78,18 @@ func hostF32(t testing.TB, be *rt.Backend, x *rt.Tensor) []float32 {
 // TestGPUDecodeStepsReplayAsGraphs decodes on the GPU, where repeated steps
 // run as captured graphs, and checks every step's logits against the same
 // steps run eagerly (observed, which turns recording off) and against
-// transformers.
+// transformers. The MoE model's steps are graphs too: it routes on the GPU.
 func TestGPUDecodeStepsReplayAsGraphs(t *testing.T) {
-	fx, m := denseOnCUDA(t)
+	for _, name := range gpuStepFixtures {
+		t.Run(name, func(t *testing.T) { decodeStepsReplayAsGraphs(t, name) })
+	}
+}
+
+// gpuStepFixtures are the models the GPU step tests run: dense and MoE.
+var gpuStepFixtures = []string{"qwen35-dense", "qwen35moe"}
+
+func decodeStepsReplayAsGraphs(t *testing.T, name string) {
+	fx, m := onCUDA(t, name)
 	c := fx.Cases[2] // 80 tokens
 	before := cuda.Graphs()
 	graphed := run(t, m, c.IDs, 1)
@@ -113,7 +122,13 @@ func TestGPUDecodeStepsReplayAsGraphs(t *testing.T) {
 // (where the one recorded ahead is dropped) and a device free between
 // steps (which stales it): every step's logits must be equal bit for bit.
 func TestGPUStepsRecordedAheadMatch(t *testing.T) {
-	fx, m := denseOnCUDA(t)
+	for _, name := range gpuStepFixtures {
+		t.Run(name, func(t *testing.T) { stepsRecordedAheadMatch(t, name) })
+	}
+}
+
+func stepsRecordedAheadMatch(t *testing.T, name string) {
+	fx, m := onCUDA(t, name)
 	const bs, steps = 4, 40
 	decode := func(ahead bool) (logits []float32, issuedAhead int) {
 		qwen35.SetRecordAhead(ahead)

@@ -286,7 +286,6 @@ type batch struct {
 
 	ids   []int32   // the tokens of all rows
 	arena *rt.Arena // the step's tensors
-	moe   moeScratch
 }
 
 func (m *Model) plan(c *Cache, seqs []Seq) (*batch, error) {
@@ -295,7 +294,7 @@ func (m *Model) plan(c *Cache, seqs []Seq) (*batch, error) {
 	}
 	// The batch and its tensors are the cache's, reused step after step.
 	b := &c.step
-	*b = batch{seqs: seqs, blockSize: c.BlockSize, arena: &c.arena, moe: b.moe,
+	*b = batch{seqs: seqs, blockSize: c.BlockSize, arena: &c.arena,
 		rows: b.rows[:0], positions: b.positions[:0], kvSlots: b.kvSlots[:0],
 		attn: b.attn[:0], logitRows: b.logitRows[:0], ids: b.ids[:0], slots: b.slots[:0], decode: len(seqs) > 1}
 	b.arena.Reset()

@@ -8,97 +8,71 @@ import (
 
 // MoE is the routed mixture-of-experts block with a sigmoid-gated shared
 // expert: softmax router, top-k renormalised, experts run on the tokens
-// routed to them.
+// routed to them. The routed experts are one op (moe_experts), so a step
+// routes on the device it runs on and never waits for the host.
 type MoE struct {
 	Router     *rt.Tensor // [E, H]
-	Experts    []MLP      // each [I, H], [I, H], [H, I]
+	Experts    *rt.Experts
 	Shared     *MLP       // nil without a shared expert
 	SharedGate *rt.Tensor // [1, H]
-	TopK       int
 }
 
 // bindMoE accepts per-expert keys (experts.N.gate_proj.weight, ...) and the
 // fused layout (experts.gate_up_proj [E, 2I, H], experts.down_proj [E, H, I]).
 func bindMoE(b *binder, prefix string, c *Config) *MoE {
 	h, e, inter := c.HiddenSize, c.NumExperts, c.ExpertInterSize
-	m := &MoE{Router: b.matrix(prefix+"gate.weight", e, h), TopK: c.TopK, Experts: make([]MLP, e)}
-	if fused := prefix + "experts.gate_up_proj"; b.has(fused) {
-		gateUp := b.matrix(fused, e, 2*inter, h)
-		down := b.matrix(prefix+"experts.down_proj", e, h, inter)
-		if gateUp != nil && down != nil {
-			for i := range m.Experts {
-				gu, _ := gateUp.Index(i) // stored fused: one matmul in every memory
-				m.Experts[i].GateUp = &Projections{Fused: gu, Rows: []int{inter, inter}}
-				m.Experts[i].Down, _ = down.Index(i)
-			}
-		}
-	} else {
-		for i := range m.Experts {
-			m.Experts[i] = *bindMLP(b, fmt.Sprintf("%sexperts.%d.", prefix, i), h, inter)
-		}
-	}
+	m := &MoE{Router: b.matrix(prefix+"gate.weight", e, h)}
 	if c.SharedInterSize > 0 {
 		m.Shared = bindMLP(b, prefix+"shared_expert.", h, c.SharedInterSize)
 		m.SharedGate = b.matrix(prefix+"shared_expert_gate.weight", 1, h)
 	}
+	b.enter("moe.experts")
+	gate, up, down := make([]*rt.Tensor, e), make([]*rt.Tensor, e), make([]*rt.Tensor, e)
+	if fused := prefix + "experts.gate_up_proj"; b.has(fused) {
+		gateUp := b.matrix(fused, e, 2*inter, h) // stored fused: sliced in every memory
+		downs := b.matrix(prefix+"experts.down_proj", e, h, inter)
+		if gateUp == nil || downs == nil {
+			return m
+		}
+		for i := range e {
+			gu, _ := gateUp.Index(i)
+			gate[i], _ = gu.Slice(0, 0, inter)
+			up[i], _ = gu.Slice(0, inter, 2*inter)
+			down[i], _ = downs.Index(i)
+		}
+	} else {
+		for i := range e {
+			p := fmt.Sprintf("%sexperts.%d.", prefix, i)
+			gate[i] = b.matrix(p+"gate_proj.weight", inter, h)
+			up[i] = b.matrix(p+"up_proj.weight", inter, h)
+			down[i] = b.matrix(p+"down_proj.weight", h, inter)
+		}
+	}
+	if !b.bind || b.err() != nil {
+		return m
+	}
+	ex, err := rt.NewExperts(gate, up, down, c.TopK)
+	if err != nil {
+		b.fail(fmt.Errorf("qwen35: %s: %w", prefix+"experts", err))
+		return m
+	}
+	m.Experts = ex
 	return m
 }
 
-// moeScratch holds the routing of one MoE layer call, reused by the next.
-type moeScratch struct {
-	ids     []int32
-	weights []float32
-	rows    [][]int32   // per expert: the tokens routed to it
-	ws      [][]float32 // and their weights
-}
-
 func (m *MoE) forward(be *rt.Backend, b *batch, out, x *rt.Tensor) error {
-	t, h, e := x.Dim(0), x.Dim(1), len(m.Experts)
-	ar, sc := b.arena, &b.moe
-	logits := ar.New(rt.F32, t, e)
+	ar := b.arena
+	logits := ar.New(rt.F32, x.Dim(0), len(m.Experts.Gate))
 	if err := be.MatMul(logits, x, m.Router); err != nil {
 		return err
 	}
-	sc.ids, sc.weights = resize(sc.ids, t*m.TopK), resize(sc.weights, t*m.TopK)
-	ids, weights := sc.ids, sc.weights
-	if err := be.RouterTopK(ids, weights, logits, m.TopK); err != nil {
+	if err := be.MoEExperts(out, x, logits, m.Experts); err != nil {
 		return err
-	}
-	// Group the (token, weight) pairs by expert.
-	sc.rows, sc.ws = resize(sc.rows, e), resize(sc.ws, e)
-	rows, ws := sc.rows, sc.ws
-	for id := range rows {
-		rows[id], ws[id] = rows[id][:0], ws[id][:0]
-	}
-	for i, id := range ids {
-		rows[id] = append(rows[id], int32(i/m.TopK))
-		ws[id] = append(ws[id], weights[i])
-	}
-	if err := be.Memory().Zero(out); err != nil {
-		return err
-	}
-	for id := range m.Experts {
-		n := len(rows[id])
-		if n == 0 {
-			continue
-		}
-		mark := ar.Mark()
-		xe, ye := ar.New(rt.F32, n, h), ar.New(rt.F32, n, h)
-		if err := be.GatherRows(xe, x, rows[id]); err != nil {
-			return err
-		}
-		if err := m.Experts[id].forward(be, ar, ye, xe); err != nil {
-			return fmt.Errorf("expert %d: %w", id, err)
-		}
-		if err := be.MoEScatterAdd(out, ye, rows[id], ws[id]); err != nil {
-			return err
-		}
-		ar.Release(mark)
 	}
 	if m.Shared == nil {
 		return nil
 	}
-	shared, gate := ar.New(rt.F32, t, h), ar.New(rt.F32, t, 1)
+	shared, gate := ar.New(rt.F32, x.Dim(0), x.Dim(1)), ar.New(rt.F32, x.Dim(0), 1)
 	if err := m.Shared.forward(be, ar, shared, x); err != nil {
 		return fmt.Errorf("shared expert: %w", err)
 	}
@@ -109,13 +83,4 @@ func (m *MoE) forward(be *rt.Backend, b *batch, out, x *rt.Tensor) error {
 		return err
 	}
 	return be.Add(out, out, shared)
-}
-
-// resize returns s with length n, reusing its storage where it is large
-// enough; the elements are not cleared.
-func resize[T any](s []T, n int) []T {
-	if cap(s) < n {
-		return make([]T, n)
-	}
-	return s[:n]
 }

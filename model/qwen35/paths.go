@@ -17,19 +17,20 @@ var pathOps = map[string][]rt.OpID{
 	"attention.fused":     {rt.OpMatMul, rt.OpAttnPreamble, rt.OpKVWrite, rt.OpAttention, rt.OpSigmoidMul},
 	"attention.composite": {rt.OpMatMul, rt.OpSplitQueryGate, rt.OpRMSNormOffset, rt.OpRoPENeoX, rt.OpKVWrite, rt.OpAttention, rt.OpSigmoidMul},
 	"mlp":                 {rt.OpMatMul, rt.OpSwiGLU},
-	"moe":                 {rt.OpMatMul, rt.OpRouterTopK, rt.OpGatherRows, rt.OpMoEScatterAdd, rt.OpSwiGLU, rt.OpSigmoidMul, rt.OpAdd},
+	"moe":                 {rt.OpMatMul, rt.OpSwiGLU, rt.OpSigmoidMul, rt.OpAdd},
+	"moe.experts":         {rt.OpMoEExperts},
 	"decoder":             {rt.OpRMSNormOffset, rt.OpAddRMSNormOffset, rt.OpAdd},
 	"lm_head":             {rt.OpAddRMSNormOffset, rt.OpGatherRows, rt.OpMatMul},
 }
 
-// paths builds the requirement list: each path's ops at F32, with matmul
-// and embedding at the dtypes of the weights they read.
+// paths builds the requirement list: each path's ops at F32, with matmul,
+// embedding and moe_experts at the dtypes of the weights they read.
 func paths(dtypes map[string]map[rt.DType]bool) []rt.Path {
 	var out []rt.Path
 	for _, name := range slices.Sorted(maps.Keys(dtypes)) {
 		p := rt.Path{Name: name}
 		for _, op := range pathOps[name] {
-			if op == rt.OpMatMul || op == rt.OpEmbedding {
+			if op == rt.OpMatMul || op == rt.OpEmbedding || op == rt.OpMoEExperts {
 				for _, dt := range rt.DTypes {
 					if dtypes[name][dt] {
 						p.Needs = append(p.Needs, rt.Requirement{Op: op, DType: dt})

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"math"
 	"math/rand/v2"
+	"slices"
 	"testing"
 
 	rt "github.com/govllm/govllm/runtime"
@@ -55,7 +56,7 @@ func TestEveryOpRegistered(t *testing.T) {
 	must(t, cpu.Register(reg))
 	for _, op := range rt.Ops() {
 		dts := []rt.DType{rt.F32}
-		if op == rt.OpMatMul || op == rt.OpEmbedding {
+		if op == rt.OpMatMul || op == rt.OpEmbedding || op == rt.OpMoEExperts {
 			dts = rt.DTypes
 		}
 		for _, dt := range dts {
@@ -446,18 +447,94 @@ func TestPagedAttentionMatchesReference(t *testing.T) {
 	}
 }
 
-func TestRouterTopK(t *testing.T) {
-	be := backend(t)
-	logits := rt.New(rt.F32, 2, 4)
-	copy(logits.F32(), []float32{0, 2, 1, -1, 3, 3, 0, 5})
-	ids, ws := make([]int32, 4), make([]float32, 4)
-	must(t, be.RouterTopK(ids, ws, logits, 2))
-	if ids[0] != 1 || ids[1] != 2 || ids[2] != 3 || ids[3] != 0 {
-		t.Fatalf("ids %v", ids)
+// moeReference is the routed experts' sum for row r of x, from routing
+// done here in float64 and each chosen expert's chain of ops on that row
+// alone: matmul (gate, up), swiglu, matmul (down).
+func moeReference(t *testing.T, be *rt.Backend, x, logits *rt.Tensor, ex *rt.Experts, r int) []float32 {
+	lg := logits.F32()[r*logits.Dim(1) : (r+1)*logits.Dim(1)]
+	p := make([]float64, len(lg))
+	var sum float64
+	for i, v := range lg {
+		p[i] = math.Exp(float64(v))
+		sum += p[i]
 	}
-	e := math.Exp(1)
-	if math.Abs(float64(ws[0])-e/(e+1)) > 1e-6 || math.Abs(float64(ws[0]+ws[1])-1) > 1e-6 {
-		t.Fatalf("weights %v", ws)
+	chosen, total := []int{}, 0.0
+	for range ex.TopK {
+		best := -1
+		for i := range p {
+			if !slices.Contains(chosen, i) && (best < 0 || p[i] > p[best]) {
+				best = i
+			}
+		}
+		chosen, total = append(chosen, best), total+p[best]/sum
+	}
+	h, inter := ex.Hidden(), ex.Inter()
+	xr, _ := rt.FromF32(slices.Clone(x.F32()[r*h:(r+1)*h]), 1, h)
+	gate, up, y := rt.New(rt.F32, 1, inter), rt.New(rt.F32, 1, inter), rt.New(rt.F32, 1, h)
+	want := make([]float32, h)
+	for _, e := range chosen {
+		must(t, be.MatMul(gate, xr, ex.Gate[e]))
+		must(t, be.MatMul(up, xr, ex.Up[e]))
+		must(t, be.SwiGLU(gate, gate, up))
+		must(t, be.MatMul(y, gate, ex.Down[e]))
+		w := float32(p[e] / sum / total)
+		for i, v := range y.F32() {
+			want[i] += w * v
+		}
+	}
+	return want
+}
+
+// TestMoEExpertsMatchesPerTokenChain: the grouped op against each token's
+// experts run one by one, for f32, bf16 and Q8_0 weights; a row of equal
+// logits picks the lowest-numbered experts.
+func TestMoEExpertsMatchesPerTokenChain(t *testing.T) {
+	be := backend(t)
+	rng := rand.New(rand.NewPCG(7, 8))
+	const T, E, k, H, I = 6, 8, 3, 64, 96
+	x, logits := random(rng, 1, T, H), random(rng, 1, T, E)
+	clear(logits.F32()[:E])
+	for _, dt := range []rt.DType{rt.F32, rt.BF16, rt.Q8_0} {
+		weight := func(n, kk int) *rt.Tensor {
+			w := random(rng, 0.1, n, kk)
+			switch dt {
+			case rt.BF16:
+				b := rt.New(rt.BF16, n, kk)
+				for i, v := range w.F32() {
+					b.U16()[i] = rt.F32ToBF16(v)
+				}
+				return b
+			case rt.Q8_0:
+				raw := make([]byte, dt.ByteLen(n*kk))
+				quantizeQ8_0(w.F32(), raw)
+				q, err := rt.FromBytes(dt, raw, n, kk)
+				must(t, err)
+				return q
+			}
+			return w
+		}
+		gate, up, down := make([]*rt.Tensor, E), make([]*rt.Tensor, E), make([]*rt.Tensor, E)
+		for e := range E {
+			gate[e], up[e], down[e] = weight(I, H), weight(I, H), weight(H, I)
+		}
+		ex, err := rt.NewExperts(gate, up, down, k)
+		must(t, err)
+		out := random(rng, 1, T, H) // overwritten, not added to
+		must(t, be.MoEExperts(out, x, logits, ex))
+		for r := range T {
+			want := moeReference(t, be, x, logits, ex, r)
+			if d := maxDiff(out.F32()[r*H:(r+1)*H], want); d > 1e-5 {
+				t.Errorf("%v: row %d differs by %g", dt, r, d)
+			}
+		}
+	}
+	// Bad experts are refused with what was wrong.
+	w := rt.New(rt.BF16, I, H)
+	if _, err := rt.NewExperts([]*rt.Tensor{w, w}, []*rt.Tensor{w, rt.New(rt.F32, I, H)}, []*rt.Tensor{rt.New(rt.BF16, H, I), rt.New(rt.BF16, H, I)}, 1); !errors.Is(err, rt.ErrDType) {
+		t.Errorf("mixed dtypes: err = %v", err)
+	}
+	if _, err := rt.NewExperts([]*rt.Tensor{w}, []*rt.Tensor{w}, []*rt.Tensor{w}, 1); !errors.Is(err, rt.ErrShape) {
+		t.Errorf("down of the gate's shape: err = %v", err)
 	}
 }
 

@@ -52,11 +52,47 @@ func gatherRows(dst, x *rt.Tensor, rows []int32) {
 	}
 }
 
-func moeScatterAdd(dst, src *rt.Tensor, rows []int32, weights []float32) {
-	for i, r := range rows {
-		d, s, w := row(dst, int(r)), row(src, i), weights[i]
-		for c := range d {
-			d[c] += w * s[c]
+// moeExperts routes each row of x, then takes the experts in order: an
+// expert's rows are gathered, run through its SwiGLU MLP as one batch (its
+// weights read once a call) and added, weighted, into out.
+func moeExperts(out, x, logits *rt.Tensor, ex *rt.Experts) {
+	t, k, h, inter := x.Dim(0), ex.TopK, ex.Hidden(), ex.Inter()
+	ids, weights := make([]int32, t*k), make([]float32, t*k)
+	routerTopK(ids, weights, logits, k)
+	for r := range t {
+		clear(row(out, r))
+	}
+	rows, ws := make([]int32, 0, t), make([]float32, 0, t)
+	for e := range ex.Gate {
+		rows, ws = rows[:0], ws[:0]
+		for i, id := range ids {
+			if int(id) == e {
+				rows, ws = append(rows, int32(i/k)), append(ws, weights[i])
+			}
 		}
+		n := len(rows)
+		if n == 0 {
+			continue
+		}
+		xb, gb, ub, yb := getF32(n*h), getF32(n*inter), getF32(n*inter), getF32(n*h)
+		xe, _ := rt.FromF32(xb.f, n, h)
+		gate, _ := rt.FromF32(gb.f, n, inter)
+		up, _ := rt.FromF32(ub.f, n, inter)
+		ye, _ := rt.FromF32(yb.f, n, h)
+		gatherRows(xe, x, rows)
+		matMul(gate, xe, ex.Gate[e])
+		matMul(up, xe, ex.Up[e])
+		swiGLU(gate, gate, up)
+		matMul(ye, gate, ex.Down[e])
+		for i, r := range rows {
+			d, s, w := row(out, int(r)), row(ye, i), ws[i]
+			for c := range d {
+				d[c] += w * s[c]
+			}
+		}
+		putF32(xb)
+		putF32(gb)
+		putF32(ub)
+		putF32(yb)
 	}
 }

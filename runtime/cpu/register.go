@@ -16,6 +16,9 @@ func Register(reg *rt.Registry) error {
 		rt.Register(reg, rt.MatMul, rt.CPU, rt.F32, Provider, matMul),
 		rt.Register(reg, rt.MatMul, rt.CPU, rt.BF16, Provider, matMul),
 		rt.Register(reg, rt.MatMul, rt.CPU, rt.F16, Provider, matMul),
+		rt.Register(reg, rt.MoEExperts, rt.CPU, rt.F32, Provider, moeExperts),
+		rt.Register(reg, rt.MoEExperts, rt.CPU, rt.BF16, Provider, moeExperts),
+		rt.Register(reg, rt.MoEExperts, rt.CPU, rt.F16, Provider, moeExperts),
 		rt.Register(reg, rt.Add, rt.CPU, f32, Provider, add),
 		rt.Register(reg, rt.RMSNorm, rt.CPU, f32, Provider, rmsNorm),
 		rt.Register(reg, rt.RMSNormOffset, rt.CPU, f32, Provider, rmsNormOffset),
@@ -36,13 +39,12 @@ func Register(reg *rt.Registry) error {
 		rt.Register(reg, rt.DeltaRuleRecurrent, rt.CPU, f32, Provider, deltaRuleRecurrent),
 		rt.Register(reg, rt.Conv1dSlots, rt.CPU, f32, Provider, conv1dSlots),
 		rt.Register(reg, rt.DeltaRuleSlots, rt.CPU, f32, Provider, deltaRuleSlots),
-		rt.Register(reg, rt.RouterTopK, rt.CPU, f32, Provider, routerTopK),
 		rt.Register(reg, rt.GatherRows, rt.CPU, f32, Provider, gatherRows),
-		rt.Register(reg, rt.MoEScatterAdd, rt.CPU, f32, Provider, moeScatterAdd),
 	}
 	for _, dt := range rt.DTypes {
 		if dt.Quantized() {
-			regs = append(regs, rt.Register(reg, rt.Embedding, rt.CPU, dt, Provider, embedding), rt.Register(reg, rt.MatMul, rt.CPU, dt, Provider, matMul))
+			regs = append(regs, rt.Register(reg, rt.Embedding, rt.CPU, dt, Provider, embedding), rt.Register(reg, rt.MatMul, rt.CPU, dt, Provider, matMul),
+				rt.Register(reg, rt.MoEExperts, rt.CPU, dt, Provider, moeExperts))
 		}
 	}
 	for _, err := range regs {

@@ -442,36 +442,67 @@ func BenchmarkMatMulBF16(b *testing.B) {
 	}
 }
 
-func TestMoEOpsAgreeWithCPU(t *testing.T) {
+// TestMoEExpertsAgreeWithCPU runs the routed experts both ways for 16-bit
+// and quantized weights (gate and up Q4_K with down Q6_K, as in Q4_K_M
+// files), at token counts on both sides of moeGEMVTokens. The CPU rounds x
+// to 8 bits for quantized weights, twice in the chain (x, then the gated
+// product): 3e-2 there.
+func TestMoEExpertsAgreeWithCPU(t *testing.T) {
 	p := newPair(t)
-	const T, E, k, H = 9, 64, 8, 256
-	logits := p.random(2, T, E)
-	ids, ws := make([][]int32, 2), make([][]float32, 2)
-	x := p.random(1, T, H)
-	rows := []int32{3, 0, 8, 3, 3, 5}
-	gathered := rt.New(rt.F32, len(rows), H)
-	acc := p.random(1, T, H)
-	i := 0
-	p.both(func(be *rt.Backend, d func(*rt.Tensor) *rt.Tensor) error {
-		ids[i], ws[i] = make([]int32, T*k), make([]float32, T*k)
-		if err := be.RouterTopK(ids[i], ws[i], d(logits), k); err != nil {
-			return err
+	const E, k, H, I = 64, 8, 256, 512
+	weight := func(dt rt.DType, n, kk int) *rt.Tensor {
+		w := p.random(0.05, n, kk)
+		switch dt {
+		case rt.BF16:
+			b := rt.New(rt.BF16, n, kk)
+			for i, v := range w.F32() {
+				b.U16()[i] = rt.F32ToBF16(v)
+			}
+			return b
+		case rt.F32:
+			return w
 		}
-		i++
-		if err := be.GatherRows(d(gathered), d(x), rows); err != nil {
-			return err
+		raw, err := quant.Quantize(dt, w.F32()[:w.Len()])
+		if err != nil {
+			t.Fatal(err)
 		}
-		return be.MoEScatterAdd(d(acc), d(gathered), rows, []float32{0.5, 1, -2, 0.25, 3, 1})
-	})
-	if fmt.Sprint(ids[0]) != fmt.Sprint(ids[1]) {
-		t.Errorf("expert ids differ:\ncuda %v\ncpu  %v", ids[0], ids[1])
+		q, err := rt.FromBytes(dt, raw, n, kk)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return q
 	}
-	for j := range ws[0] {
-		if math.Abs(float64(ws[0][j]-ws[1][j])) > 1e-6 {
-			t.Fatalf("weight %d: cuda %g, cpu %g", j, ws[0][j], ws[1][j])
+	for _, c := range []struct {
+		gateUp, down rt.DType
+		tol          float64
+	}{{rt.BF16, rt.BF16, 1e-4}, {rt.F32, rt.F32, 1e-4}, {rt.Q8_0, rt.Q8_0, 3e-2}, {rt.Q4_K, rt.Q6_K, 3e-2}} {
+		gate, up, down := make([]*rt.Tensor, E), make([]*rt.Tensor, E), make([]*rt.Tensor, E)
+		dgate, dup, ddown := make([]*rt.Tensor, E), make([]*rt.Tensor, E), make([]*rt.Tensor, E)
+		for e := range E {
+			gate[e], up[e], down[e] = weight(c.gateUp, I, H), weight(c.gateUp, I, H), weight(c.down, H, I)
+			dgate[e], dup[e], ddown[e] = p.d(gate[e]), p.d(up[e]), p.d(down[e])
+		}
+		host, err := rt.NewExperts(gate, up, down, k)
+		if err != nil {
+			t.Fatal(err)
+		}
+		dev, err := rt.NewExperts(dgate, dup, ddown, k)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, T := range []int{1, 3, 8, 9, 70} {
+			x, logits, out := p.random(1, T, H), p.random(2, T, E), rt.New(rt.F32, T, H)
+			p.both(func(be *rt.Backend, d func(*rt.Tensor) *rt.Tensor) error {
+				ex := host
+				if be.Device() == rt.CUDA {
+					ex = dev
+				}
+				return be.MoEExperts(d(out), d(x), d(logits), ex)
+			})
+			t.Logf("%v/%v T=%d", c.gateUp, c.down, T)
+			p.same(c.tol, out)
 		}
 	}
-	p.same(1e-6, gathered, acc)
 }
 
 // TestOracleModelsCoveredOnCUDA: every op the bf16 oracle checkpoints need

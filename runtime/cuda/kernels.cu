@@ -877,15 +877,6 @@ __global__ void gather_rows_f32(float* d, i64 sd, const float* x, i64 sx, const 
     for (int i = threadIdx.x; i < cols; i += blockDim.x) d[r * sd + i] = x[src * sx + i];
 }
 
-// moe_scatter_add_f32: dst row rows[i] += w[i] · src row i, one thread per
-// column walking i in order, so that sums round as on the CPU.
-__global__ void moe_scatter_add_f32(float* d, i64 sd, const float* src, i64 ss, const int* rows, const float* w, int n, int cols) {
-    DEPEND();
-    int c = blockIdx.x * blockDim.x + threadIdx.x;
-    if (c >= cols) return;
-    for (int i = 0; i < n; i++) d[(i64)rows[i] * sd + c] += w[i] * src[(i64)i * ss + c];
-}
-
 // router_topk_f32: per row of logits [T, E], a softmax (exponentials and
 // the sum in double, as on the CPU), the k largest probabilities (ties to
 // the lower index) renormalised; one block per row, experts ≤ 1024.
@@ -919,6 +910,217 @@ __global__ void router_topk_f32(int* ids, float* weights, const float* lg, i64 s
         p[best] = -1.f;
     }
     for (int j = 0; j < k; j++) ow[j] /= tot;
+}
+
+// ---- Routed experts (moe_experts). Weights are given per expert as
+// tables of row-0 addresses, each role (gate, up, down) with one type: 0
+// Q8_0, 1 Q4_K, 2 Q6_K, 10 bf16, 11 f16, 12 f32.
+
+// load8 reads 8 consecutive weights of a row from column k0 (k0 % 8 == 0).
+__device__ __forceinline__ void load8(int type, const u8* row, int k0, float* v) {
+    switch (type) {
+    case 0: { // 34-byte blocks of 32: f16 scale, 32 int8
+        const u8* b = row + (k0 >> 5) * 34;
+        float d = ld_f16(b);
+        const signed char* q = (const signed char*)(b + 2 + (k0 & 31));
+        for (int i = 0; i < 8; i++) v[i] = d * (float)q[i];
+        break;
+    }
+    case 1: { // Q4_K: column c of 64j..64j+31 is byte 32j + c%32's low nibble, of 64j+32.. its high
+        const u8* b = row + (k0 >> 8) * 144;
+        int c = k0 & 255, j = c >> 6, hi = (c >> 5) & 1;
+        float sc, m;
+        scale_min_k4(2 * j + hi, b + 4, &sc, &m);
+        float a = ld_f16(b) * sc, mm = ld_f16(b + 2) * m;
+        const u8* q = b + 16 + 32 * j + (c & 31);
+        for (int i = 0; i < 8; i++) v[i] = a * (float)(hi ? q[i] >> 4 : q[i] & 0xF) - mm;
+        break;
+    }
+    case 2: { // Q6_K: quarter qd of half h: ql low/high nibbles (+32 for odd qd), qh bits 2qd..2qd+1
+        const u8* b = row + (k0 >> 8) * 210;
+        int c = k0 & 255, h = c >> 7, qd = (c >> 5) & 3, l = c & 31;
+        float s = ld_f16(b + 208) * (float)((const signed char*)(b + 192))[8 * h + (l >> 4) + 2 * qd];
+        const u8* ql = b + 64 * h + 32 * (qd & 1) + l;
+        const u8* qh = b + 128 + 32 * h + l;
+        for (int i = 0; i < 8; i++) {
+            int lo = qd >= 2 ? ql[i] >> 4 : ql[i] & 0xF;
+            v[i] = s * (float)((lo | (((qh[i] >> (2 * qd)) & 3) << 4)) - 32);
+        }
+        break;
+    }
+    case 12: {
+        const float4* f = (const float4*)(row + 4 * (i64)k0);
+        float4 a = f[0], b = f[1];
+        v[0] = a.x, v[1] = a.y, v[2] = a.z, v[3] = a.w, v[4] = b.x, v[5] = b.y, v[6] = b.z, v[7] = b.w;
+        break;
+    }
+    default: {
+        uint4 q = ld_stream((const uint4*)(row + 2 * (i64)k0));
+        unsigned u[4] = {q.x, q.y, q.z, q.w};
+        for (int j = 0; j < 4; j++) {
+            if (type == 11) {
+                v[2 * j] = f16_to_f32((u16)(u[j] & 0xffffu));
+                v[2 * j + 1] = f16_to_f32((u16)(u[j] >> 16));
+            } else {
+                v[2 * j] = __uint_as_float(u[j] << 16);
+                v[2 * j + 1] = __uint_as_float(u[j] & 0xffff0000u);
+            }
+        }
+    }
+    }
+}
+
+// row_dot is a warp's dot product of a weight row of K values with x (f32),
+// lanes taking 8 columns at a time; every lane gets the sum.
+__device__ __forceinline__ float row_dot(int type, const u8* row, const float* x, int K, int lane) {
+    float acc = 0.f;
+    for (int k0 = lane * 8; k0 < K; k0 += 256) {
+        float v[8];
+        load8(type, row, k0, v);
+        for (int i = 0; i < 8; i++) acc += v[i] * x[k0 + i];
+    }
+    return warp_sum(acc);
+}
+
+__device__ __forceinline__ float silu_(float g) { return g * sigmoidf_(g); }
+
+// moe_gate_up: for assignment a (token a / k, expert ids[a]) and row i of a
+// warp, h[a][i] = silu(gate·x)·(up·x). Grid (⌈I/8⌉, assignments), 8 warps.
+__global__ void moe_gate_up(float* h, const float* x, i64 sx, const int* ids, const u8* const* gate, const u8* const* up,
+                            i64 grb, i64 urb, int gt, int ut, int k, int H, int I) {
+    DEPEND();
+    int a = blockIdx.y, i = blockIdx.x * 8 + (threadIdx.x >> 5), lane = threadIdx.x & 31;
+    if (i >= I) return;
+    int e = ids[a];
+    const float* xr = x + (i64)(a / k) * sx;
+    float g = row_dot(gt, gate[e] + (i64)i * grb, xr, H, lane);
+    float u = row_dot(ut, up[e] + (i64)i * urb, xr, H, lane);
+    if (lane == 0) h[(i64)a * I + i] = silu_(g) * u;
+}
+
+// moe_down: out[t][n] = Σ_j w[t·k+j] · down_e[n]·h[t·k+j] (e = ids[t·k+j]),
+// the k experts of token t summed in rank order. Grid (⌈H/8⌉, tokens).
+__global__ void moe_down(float* out, i64 so, const float* h, const int* ids, const float* w, const u8* const* down,
+                         i64 rb, int type, int k, int H, int I) {
+    DEPEND();
+    int t = blockIdx.y, n = blockIdx.x * 8 + (threadIdx.x >> 5), lane = threadIdx.x & 31;
+    if (n >= H) return;
+    float s = 0.f;
+    for (int j = 0; j < k; j++) {
+        int a = t * k + j;
+        s += w[a] * row_dot(type, down[ids[a]] + (i64)n * rb, h + (i64)a * I, I, lane);
+    }
+    if (lane == 0) out[(i64)t * so + n] = s;
+}
+
+#define MOE_BM 32
+#define MOE_BN 64
+#define MOE_BK 32
+
+// moe_align sorts the A assignments by expert for the tiled kernels: each
+// expert's run in order[] is padded to a multiple of MOE_BM with -1, and
+// tile_expert[q] is the expert of rows q·MOE_BM.., -1 past the last of the
+// tiles tiles (A/MOE_BM + E bounds them). One block; E ≤ 1024.
+__global__ void moe_align(int* order, int* tile_expert, const int* ids, int A, int E, int tiles) {
+    DEPEND();
+    __shared__ int count[1024], start[1024];
+    for (int e = threadIdx.x; e < E; e += blockDim.x) count[e] = 0;
+    for (int q = threadIdx.x; q < tiles * MOE_BM; q += blockDim.x) order[q] = -1;
+    __syncthreads();
+    for (int a = threadIdx.x; a < A; a += blockDim.x) atomicAdd(&count[ids[a]], 1);
+    __syncthreads();
+    if (threadIdx.x == 0) {
+        int off = 0;
+        for (int e = 0; e < E; e++) {
+            start[e] = off;
+            int n = (count[e] + MOE_BM - 1) / MOE_BM;
+            for (int q = 0; q < n; q++) tile_expert[off / MOE_BM + q] = e;
+            off += n * MOE_BM;
+            count[e] = 0;
+        }
+        for (int q = off / MOE_BM; q < tiles; q++) tile_expert[q] = -1;
+    }
+    __syncthreads();
+    // Rows are independent, so the order within an expert's run is free.
+    for (int a = threadIdx.x; a < A; a += blockDim.x) {
+        int e = ids[a];
+        order[start[e] + atomicAdd(&count[e], 1)] = a;
+    }
+}
+
+// moe_gemm: a tile of MOE_BM assignments of one expert × MOE_BN weight rows.
+// With up (gate_up): h[a][n] = silu(gate_e[n]·x[a/div])·(up_e[n]·x[a/div]);
+// without: h[a][n] = gate_e[n]·x[a/div] (the down projection, x = h of the
+// first, div 1). Grid (tiles, ⌈N/MOE_BN⌉), 256 threads, each 2 rows × 4
+// columns; f32 arithmetic on the weights widened as they are staged.
+__global__ void moe_gemm(float* h, i64 sh, const float* x, i64 sx, int div, const int* order, const int* tile_expert,
+                         const u8* const* gate, const u8* const* up, i64 grb, i64 urb, int gt, int ut, int K, int N) {
+    DEPEND();
+    int e = tile_expert[blockIdx.x];
+    if (e < 0) return;
+    __shared__ float xs[MOE_BK][MOE_BM + 1];
+    __shared__ float gs[MOE_BK][MOE_BN + 1], us[MOE_BK][MOE_BN + 1];
+    __shared__ int rows[MOE_BM];
+    int tid = threadIdx.x, n0 = blockIdx.y * MOE_BN;
+    if (tid < MOE_BM) rows[tid] = order[blockIdx.x * MOE_BM + tid];
+    __syncthreads();
+    int tm = (tid >> 4) * 2, tn = (tid & 15) * 4;
+    float ag[2][4] = {{0.f}}, au[2][4] = {{0.f}};
+    const u8* gw = gate[e];
+    const u8* uw = up ? up[e] : 0;
+    for (int k0 = 0; k0 < K; k0 += MOE_BK) {
+        for (int q = tid; q < MOE_BM * MOE_BK; q += 256) {
+            int m = q / MOE_BK, kk = q % MOE_BK, a = rows[m];
+            xs[kk][m] = a >= 0 && k0 + kk < K ? x[(i64)(a / div) * sx + k0 + kk] : 0.f;
+        }
+        {
+            int r = tid >> 2, kk = (tid & 3) * 8, n = n0 + r;
+            float v[8];
+            bool in = n < N && k0 + kk < K;
+            if (in) load8(gt, gw + (i64)n * grb, k0 + kk, v);
+            for (int i = 0; i < 8; i++) gs[kk + i][r] = in ? v[i] : 0.f;
+            if (uw) {
+                if (in) load8(ut, uw + (i64)n * urb, k0 + kk, v);
+                for (int i = 0; i < 8; i++) us[kk + i][r] = in ? v[i] : 0.f;
+            }
+        }
+        __syncthreads();
+#pragma unroll 8
+        for (int kk = 0; kk < MOE_BK; kk++) {
+            float x0 = xs[kk][tm], x1 = xs[kk][tm + 1];
+            for (int j = 0; j < 4; j++) {
+                float g = gs[kk][tn + j];
+                ag[0][j] += x0 * g;
+                ag[1][j] += x1 * g;
+            }
+            if (uw)
+                for (int j = 0; j < 4; j++) {
+                    float u = us[kk][tn + j];
+                    au[0][j] += x0 * u;
+                    au[1][j] += x1 * u;
+                }
+        }
+        __syncthreads();
+    }
+    for (int mi = 0; mi < 2; mi++) {
+        int a = rows[tm + mi];
+        if (a < 0) continue;
+        for (int j = 0; j < 4; j++) {
+            int n = n0 + tn + j;
+            if (n < N) h[(i64)a * sh + n] = uw ? silu_(ag[mi][j]) * au[mi][j] : ag[mi][j];
+        }
+    }
+}
+
+// moe_combine: out[t] = Σ_j w[t·k+j] · y[t·k+j], the experts in rank order.
+__global__ void moe_combine(float* out, i64 so, const float* y, const float* w, int k, int H) {
+    DEPEND();
+    int t = blockIdx.x;
+    for (int n = threadIdx.x; n < H; n += blockDim.x) {
+        float s = 0.f;
+        for (int j = 0; j < k; j++) s += w[t * k + j] * y[(i64)(t * k + j) * H + n];
+        out[(i64)t * so + n] = s;
+    }
 }
 
 // spin holds the GPU for ns nanoseconds (GOVLLM_CUDA_PROFILE, profile.go).

@@ -5,7 +5,6 @@ package cuda
 import (
 	"fmt"
 	"slices"
-	"unsafe"
 
 	rt "github.com/govllm/govllm/runtime"
 )
@@ -649,62 +648,111 @@ func gatherRows(dst, x *rt.Tensor, rows []int32) {
 	})
 }
 
-func moeScatterAdd(dst, src *rt.Tensor, rows []int32, weights []float32) {
-	kernel(rt.OpMoEScatterAdd, func(c *Context) error {
-		m, err := mats([]string{"dst", "src"}, dst, src)
+// expertTypes numbers the expert weight types as kernels.cu's load8 does.
+var expertTypes = map[rt.DType]int32{rt.Q8_0: 0, rt.Q4_K: 1, rt.Q6_K: 2, rt.BF16: 10, rt.F16: 11, rt.F32: 12}
+
+// moeGEMVTokens is the most tokens whose experts run as GEMVs, one
+// assignment (token, expert) at a time, each reading its expert's rows;
+// more sort the assignments by expert and run tiles of 32 of them against
+// one expert's rows (moe_gemm), each weight tile read once a tile.
+const moeGEMVTokens = 8
+
+// moeExperts routes on the GPU (router_topk_f32) and runs the experts
+// from there, so nothing waits for the host and a step with experts is a
+// graph like any other.
+func moeExperts(out, x, logits *rt.Tensor, ex *rt.Experts) {
+	kernel(rt.OpMoEExperts, func(c *Context) error {
+		m, err := mats([]string{"out", "x", "logits"}, out, x, logits)
 		if err != nil {
 			return err
 		}
-		dr, err := c.hostInts(rows)
+		E, k, H, I := len(ex.Gate), ex.TopK, ex.Hidden(), ex.Inter()
+		T := int(m[1].rows)
+		if E > 1024 {
+			return fmt.Errorf("%d experts over the 1024 the kernels keep", E)
+		}
+		if H%8 != 0 || I%8 != 0 {
+			return fmt.Errorf("hidden size %d and expert width %d must be multiples of 8", H, I)
+		}
+		var types [3]int32
+		var tables [3]uintptr
+		var rowBytes [3]int64
+		for r, ws := range [3][]*rt.Tensor{ex.Gate, ex.Up, ex.Down} {
+			typ, ok := expertTypes[ws[0].DType()]
+			if !ok {
+				return fmt.Errorf("no cuda kernel for %v experts", ws[0].DType())
+			}
+			types[r], rowBytes[r] = typ, int64(ws[0].DType().ByteLen(ws[0].Dim(1)))
+			ptrs := make([]int32, 2*len(ws))
+			for e, w := range ws {
+				p := uint64(w.DevicePtr())
+				ptrs[2*e], ptrs[2*e+1] = int32(uint32(p)), int32(uint32(p>>32))
+			}
+			if tables[r], err = c.hostInts(ptrs); err != nil {
+				return err
+			}
+		}
+		A := T * k
+		if A == 0 {
+			return nil
+		}
+		ids, err := c.scratchBytes(0, uintptr(4*A))
 		if err != nil {
 			return err
 		}
-		dw, err := c.hostInts(unsafe.Slice((*int32)(unsafe.Pointer(unsafe.SliceData(weights))), len(weights)))
+		w, err := c.scratchBytes(2, uintptr(4*A))
 		if err != nil {
 			return err
 		}
-		n := int32(len(rows))
-		return c.launch("moe_scatter_add_f32", int((m[0].cols+127)/128), 128, 0,
-			p(&m[0].ptr), p(&m[0].stride), p(&m[1].ptr), p(&m[1].stride), p(&dr), p(&dw), p(&n), p(&m[0].cols))
+		h, err := c.scratchBytes(8, uintptr(4*A*I))
+		if err != nil {
+			return err
+		}
+		kk, ee, hh, ii := int32(k), int32(E), int32(H), int32(I)
+		if err := c.launch("router_topk_f32", T, 128, 0, p(&ids), p(&w), p(&m[2].ptr), p(&m[2].stride), p(&ee), p(&kk)); err != nil {
+			return err
+		}
+		if T <= moeGEMVTokens {
+			if err := c.launch2("moe_gate_up", (I+7)/8, A, 256, 0, p(&h), p(&m[1].ptr), p(&m[1].stride), p(&ids),
+				p(&tables[0]), p(&tables[1]), p(&rowBytes[0]), p(&rowBytes[1]), p(&types[0]), p(&types[1]), p(&kk), p(&hh), p(&ii)); err != nil {
+				return err
+			}
+			return c.launch2("moe_down", (H+7)/8, T, 256, 0, p(&m[0].ptr), p(&m[0].stride), p(&h), p(&ids), p(&w),
+				p(&tables[2]), p(&rowBytes[2]), p(&types[2]), p(&kk), p(&hh), p(&ii))
+		}
+		tiles := (A+moeTileRows-1)/moeTileRows + E
+		order, err := c.scratchBytes(10, uintptr(4*tiles*moeTileRows))
+		if err != nil {
+			return err
+		}
+		tileExpert, err := c.scratchBytes(11, uintptr(4*tiles))
+		if err != nil {
+			return err
+		}
+		y, err := c.scratchBytes(9, uintptr(4*A*H))
+		if err != nil {
+			return err
+		}
+		aa, nt, div, one := int32(A), int32(tiles), int32(k), int32(1)
+		var none uintptr
+		sh, sy := int64(I), int64(H)
+		if err := c.launch("moe_align", 1, 1024, 0, p(&order), p(&tileExpert), p(&ids), p(&aa), p(&ee), p(&nt)); err != nil {
+			return err
+		}
+		if err := c.launch2("moe_gemm", tiles, (I+moeTileCols-1)/moeTileCols, 256, 0, p(&h), p(&sh), p(&m[1].ptr), p(&m[1].stride), p(&div),
+			p(&order), p(&tileExpert), p(&tables[0]), p(&tables[1]), p(&rowBytes[0]), p(&rowBytes[1]), p(&types[0]), p(&types[1]), p(&hh), p(&ii)); err != nil {
+			return err
+		}
+		if err := c.launch2("moe_gemm", tiles, (H+moeTileCols-1)/moeTileCols, 256, 0, p(&y), p(&sy), p(&h), p(&sh), p(&one),
+			p(&order), p(&tileExpert), p(&tables[2]), p(&none), p(&rowBytes[2]), p(&rowBytes[2]), p(&types[2]), p(&types[2]), p(&ii), p(&hh)); err != nil {
+			return err
+		}
+		return c.launch("moe_combine", T, threads(hh), 0, p(&m[0].ptr), p(&m[0].stride), p(&y), p(&w), p(&kk), p(&hh))
 	})
 }
 
-// routerTopK computes on the GPU and copies ids and weights back: the MoE
-// path plans its expert batches on the host.
-func routerTopK(ids []int32, weights []float32, logits *rt.Tensor, k int) {
-	kernel(rt.OpRouterTopK, func(c *Context) error {
-		m, err := asMat("logits", logits)
-		if err != nil {
-			return err
-		}
-		if m.cols > 1024 {
-			return fmt.Errorf("%d experts over the 1024 the kernel keeps", m.cols)
-		}
-		n := uintptr(4 * int(m.rows) * k)
-		if n == 0 {
-			return nil
-		}
-		di, err := c.scratchBytes(0, n)
-		if err != nil {
-			return err
-		}
-		dw, err := c.scratchBytes(2, n)
-		if err != nil {
-			return err
-		}
-		kk := int32(k)
-		if err := c.launch("router_topk_f32", int(m.rows), 128, 0, p(&di), p(&dw), p(&m.ptr), p(&m.stride), p(&m.cols), p(&kk)); err != nil {
-			return err
-		}
-		if err := c.flush(); err != nil { // the routing is read on the host now
-			return err
-		}
-		if err := check("cuMemcpyDtoH", cuMemcpyDtoH(unsafe.Pointer(unsafe.SliceData(ids)), di, n)); err != nil {
-			return err
-		}
-		return check("cuMemcpyDtoH", cuMemcpyDtoH(unsafe.Pointer(unsafe.SliceData(weights)), dw, n))
-	})
-}
+// moeTileRows and moeTileCols are moe_gemm's tile (MOE_BM, MOE_BN).
+const moeTileRows, moeTileCols = 32, 64
 
 func b2i(b bool) int {
 	if b {

@@ -48,9 +48,10 @@ func Register(reg *rt.Registry) error {
 		rt.Register(reg, rt.DeltaRuleRecurrent, rt.CUDA, f32, Provider, deltaRule(rt.OpDeltaRuleRecurrent)),
 		rt.Register(reg, rt.Conv1dSlots, rt.CUDA, f32, Provider, conv1dSlots),
 		rt.Register(reg, rt.DeltaRuleSlots, rt.CUDA, f32, Provider, deltaRuleSlots),
-		rt.Register(reg, rt.RouterTopK, rt.CUDA, f32, Provider, routerTopK),
 		rt.Register(reg, rt.GatherRows, rt.CUDA, f32, Provider, gatherRows),
-		rt.Register(reg, rt.MoEScatterAdd, rt.CUDA, f32, Provider, moeScatterAdd),
+	}
+	for dt := range expertTypes {
+		regs = append(regs, rt.Register(reg, rt.MoEExperts, rt.CUDA, dt, Provider, moeExperts))
 	}
 	for _, err := range regs {
 		if err != nil {
