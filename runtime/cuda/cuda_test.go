@@ -444,9 +444,10 @@ func BenchmarkMatMulBF16(b *testing.B) {
 
 // TestMoEExpertsAgreeWithCPU runs the routed experts both ways for 16-bit
 // and quantized weights (gate and up Q4_K with down Q6_K, as in Q4_K_M
-// files), at token counts on both sides of moeGEMVTokens. The CPU rounds x
-// to 8 bits for quantized weights, twice in the chain (x, then the gated
-// product): 3e-2 there.
+// files, and gate and up of different types), at token counts on both sides of moeGEMVTokens and moeTileTokens
+// (each of the three kernel paths). The CPU rounds x to 8 bits for
+// quantized weights, twice in the chain (x, then the gated product): 3e-2
+// there.
 func TestMoEExpertsAgreeWithCPU(t *testing.T) {
 	p := newPair(t)
 	const E, k, H, I = 64, 8, 256, 512
@@ -473,13 +474,14 @@ func TestMoEExpertsAgreeWithCPU(t *testing.T) {
 		return q
 	}
 	for _, c := range []struct {
-		gateUp, down rt.DType
-		tol          float64
-	}{{rt.BF16, rt.BF16, 1e-4}, {rt.F32, rt.F32, 1e-4}, {rt.Q8_0, rt.Q8_0, 3e-2}, {rt.Q4_K, rt.Q6_K, 3e-2}} {
+		gate, up, down rt.DType
+		tol            float64
+	}{{rt.BF16, rt.BF16, rt.BF16, 1e-4}, {rt.F32, rt.F32, rt.F32, 1e-4}, {rt.Q8_0, rt.Q8_0, rt.Q8_0, 3e-2},
+		{rt.Q4_K, rt.Q4_K, rt.Q6_K, 3e-2}, {rt.Q4_K, rt.BF16, rt.Q8_0, 3e-2}} {
 		gate, up, down := make([]*rt.Tensor, E), make([]*rt.Tensor, E), make([]*rt.Tensor, E)
 		dgate, dup, ddown := make([]*rt.Tensor, E), make([]*rt.Tensor, E), make([]*rt.Tensor, E)
 		for e := range E {
-			gate[e], up[e], down[e] = weight(c.gateUp, I, H), weight(c.gateUp, I, H), weight(c.down, H, I)
+			gate[e], up[e], down[e] = weight(c.gate, I, H), weight(c.up, I, H), weight(c.down, H, I)
 			dgate[e], dup[e], ddown[e] = p.d(gate[e]), p.d(up[e]), p.d(down[e])
 		}
 		host, err := rt.NewExperts(gate, up, down, k)
@@ -490,7 +492,7 @@ func TestMoEExpertsAgreeWithCPU(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		for _, T := range []int{1, 3, 8, 9, 70} {
+		for _, T := range []int{1, 4, 5, 9, 70, 128, 150} {
 			x, logits, out := p.random(1, T, H), p.random(2, T, E), rt.New(rt.F32, T, H)
 			p.both(func(be *rt.Backend, d func(*rt.Tensor) *rt.Tensor) error {
 				ex := host
@@ -499,7 +501,7 @@ func TestMoEExpertsAgreeWithCPU(t *testing.T) {
 				}
 				return be.MoEExperts(d(out), d(x), d(logits), ex)
 			})
-			t.Logf("%v/%v T=%d", c.gateUp, c.down, T)
+			t.Logf("%v/%v/%v T=%d", c.gate, c.up, c.down, T)
 			p.same(c.tol, out)
 		}
 	}

@@ -80,8 +80,9 @@ type Context struct {
 
 	mod       uintptr
 	fns       map[string]uintptr
-	resident  map[uintptr]int  // blocks of a kernel (of 256 threads) resident at once on the GPU
-	bigShared map[uintptr]bool // kernels allowed more than 48 KiB of shared memory
+	resident  map[uintptr]int              // blocks of a kernel (of 256 threads) resident at once on the GPU
+	bigShared map[uintptr]bool             // kernels allowed more than 48 KiB of shared memory
+	experts   map[*rt.Experts]*expertTable // moe_experts weight tables, uploaded at first use
 	blas      *blas
 
 	mu      sync.Mutex

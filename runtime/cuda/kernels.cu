@@ -879,64 +879,74 @@ __global__ void gather_rows_f32(float* d, i64 sd, const float* x, i64 sx, const 
 
 // router_topk_f32: per row of logits [T, E], a softmax (exponentials and
 // the sum in double, as on the CPU), the k largest probabilities (ties to
-// the lower index) renormalised; one block per row, experts ≤ 1024.
+// the lower index) renormalised. One warp per row, E ≤ 1024 in shared
+// memory; each pick is a warp reduction, not a pass of one thread.
 __global__ void router_topk_f32(int* ids, float* weights, const float* lg, i64 sl, int experts, int k) {
     DEPEND();
     __shared__ float p[1024];
-    __shared__ float mx;
     const float* l = lg + (i64)blockIdx.x * sl;
-    if (threadIdx.x == 0) {
-        float m = NEG_INF;
-        for (int i = 0; i < experts; i++) m = fmaxf(m, l[i]);
-        mx = m;
-    }
-    __syncthreads();
-    for (int i = threadIdx.x; i < experts; i += blockDim.x) p[i] = (float)exp((double)(l[i] - mx));
-    __syncthreads();
-    if (threadIdx.x != 0) return;
+    int lane = threadIdx.x;
+    float mx = NEG_INF;
+    for (int i = lane; i < experts; i += 32) mx = fmaxf(mx, l[i]);
+    mx = warp_max(mx);
     double sum = 0;
-    for (int i = 0; i < experts; i++) sum += (double)p[i];
-    for (int i = 0; i < experts; i++) p[i] = (float)((double)p[i] / sum);
-    int* oi = ids + (i64)blockIdx.x * k;
-    float* ow = weights + (i64)blockIdx.x * k;
-    float tot = 0.f;
-    for (int j = 0; j < k; j++) {
-        int best = -1;
-        for (int i = 0; i < experts; i++)
-            if (p[i] >= 0.f && (best < 0 || p[i] > p[best])) best = i;
-        oi[j] = best;
-        ow[j] = p[best];
-        tot += p[best];
-        p[best] = -1.f;
+    for (int i = lane; i < experts; i += 32) {
+        p[i] = (float)exp((double)(l[i] - mx));
+        sum += (double)p[i];
     }
-    for (int j = 0; j < k; j++) ow[j] /= tot;
+    for (int o = 16; o > 0; o >>= 1) sum += __shfl_xor_sync(0xffffffffu, sum, o);
+    for (int i = lane; i < experts; i += 32) p[i] = (float)((double)p[i] / sum);
+    __syncwarp();
+    float tot = 0.f, mine = 0.f;
+    int myid = 0;
+    for (int j = 0; j < k; j++) {
+        float bv = -1.f;
+        int bi = -1;
+        for (int i = lane; i < experts; i += 32)
+            if (p[i] > bv) bv = p[i], bi = i;
+        for (int o = 16; o > 0; o >>= 1) {
+            float ov = __shfl_xor_sync(0xffffffffu, bv, o);
+            int oi = __shfl_xor_sync(0xffffffffu, bi, o);
+            if (ov > bv || (ov == bv && oi >= 0 && (bi < 0 || oi < bi))) bv = ov, bi = oi;
+        }
+        tot += bv;
+        if (lane == j) mine = bv, myid = bi;
+        if (lane == 0) p[bi] = -1.f;
+        __syncwarp();
+    }
+    if (lane < k) {
+        ids[(i64)blockIdx.x * k + lane] = myid;
+        weights[(i64)blockIdx.x * k + lane] = mine / tot;
+    }
 }
 
 // ---- Routed experts (moe_experts). Weights are given per expert as
 // tables of row-0 addresses, each role (gate, up, down) with one type: 0
 // Q8_0, 1 Q4_K, 2 Q6_K, 10 bf16, 11 f16, 12 f32.
 
-// load8 reads 8 consecutive weights of a row from column k0 (k0 % 8 == 0).
-__device__ __forceinline__ void load8(int type, const u8* row, int k0, float* v) {
-    switch (type) {
-    case 0: { // 34-byte blocks of 32: f16 scale, 32 int8
+} // extern "C": the templates below have C++ linkage
+
+// load8_t reads 8 consecutive weights of a row from column k0 (k0 % 8 == 0).
+template <int TYPE>
+__device__ __forceinline__ void load8_t(const u8* row, int k0, float* v) {
+    if (TYPE == 0) { // 34-byte blocks of 32: f16 scale, 32 int8
         const u8* b = row + (k0 >> 5) * 34;
         float d = ld_f16(b);
         const signed char* q = (const signed char*)(b + 2 + (k0 & 31));
         for (int i = 0; i < 8; i++) v[i] = d * (float)q[i];
-        break;
-    }
-    case 1: { // Q4_K: column c of 64j..64j+31 is byte 32j + c%32's low nibble, of 64j+32.. its high
+    } else if (TYPE == 1) { // Q4_K: column c of 64j..64j+31 is byte 32j + c%32's low nibble, of 64j+32.. its high
         const u8* b = row + (k0 >> 8) * 144;
         int c = k0 & 255, j = c >> 6, hi = (c >> 5) & 1;
         float sc, m;
         scale_min_k4(2 * j + hi, b + 4, &sc, &m);
         float a = ld_f16(b) * sc, mm = ld_f16(b + 2) * m;
-        const u8* q = b + 16 + 32 * j + (c & 31);
-        for (int i = 0; i < 8; i++) v[i] = a * (float)(hi ? q[i] >> 4 : q[i] & 0xF) - mm;
-        break;
-    }
-    case 2: { // Q6_K: quarter qd of half h: ql low/high nibbles (+32 for odd qd), qh bits 2qd..2qd+1
+        uint2 q2 = *(const uint2*)(b + 16 + 32 * j + (c & 31));
+        unsigned q[2] = {q2.x, q2.y};
+        for (int i = 0; i < 8; i++) {
+            unsigned byte = (q[i >> 2] >> (8 * (i & 3))) & 0xFF;
+            v[i] = a * (float)(hi ? byte >> 4 : byte & 0xF) - mm;
+        }
+    } else if (TYPE == 2) { // Q6_K: quarter qd of half h: ql low/high nibbles (+32 for odd qd), qh bits 2qd..2qd+1
         const u8* b = row + (k0 >> 8) * 210;
         int c = k0 & 255, h = c >> 7, qd = (c >> 5) & 3, l = c & 31;
         float s = ld_f16(b + 208) * (float)((const signed char*)(b + 192))[8 * h + (l >> 4) + 2 * qd];
@@ -946,19 +956,15 @@ __device__ __forceinline__ void load8(int type, const u8* row, int k0, float* v)
             int lo = qd >= 2 ? ql[i] >> 4 : ql[i] & 0xF;
             v[i] = s * (float)((lo | (((qh[i] >> (2 * qd)) & 3) << 4)) - 32);
         }
-        break;
-    }
-    case 12: {
+    } else if (TYPE == 12) {
         const float4* f = (const float4*)(row + 4 * (i64)k0);
         float4 a = f[0], b = f[1];
         v[0] = a.x, v[1] = a.y, v[2] = a.z, v[3] = a.w, v[4] = b.x, v[5] = b.y, v[6] = b.z, v[7] = b.w;
-        break;
-    }
-    default: {
+    } else {
         uint4 q = ld_stream((const uint4*)(row + 2 * (i64)k0));
         unsigned u[4] = {q.x, q.y, q.z, q.w};
         for (int j = 0; j < 4; j++) {
-            if (type == 11) {
+            if (TYPE == 11) {
                 v[2 * j] = f16_to_f32((u16)(u[j] & 0xffffu));
                 v[2 * j + 1] = f16_to_f32((u16)(u[j] >> 16));
             } else {
@@ -967,25 +973,86 @@ __device__ __forceinline__ void load8(int type, const u8* row, int k0, float* v)
             }
         }
     }
-    }
 }
 
-// row_dot is a warp's dot product of a weight row of K values with x (f32),
-// lanes taking 8 columns at a time; every lane gets the sum.
-__device__ __forceinline__ float row_dot(int type, const u8* row, const float* x, int K, int lane) {
-    float acc = 0.f;
+// dot_rows_t: a warp's dot products of R weight rows (K values each) with
+// the first m of M rows of x (xs[j], 16-byte aligned): each 8-column piece
+// of the R weight rows is loaded before any is used, so that R loads a lane
+// are in flight, and then used for every row of x. out[r·M + j] gets the
+// sums, in every lane.
+template <int TYPE, int R, int M>
+__device__ __forceinline__ void dot_rows_t(const u8* const* rows, const float* const* xs, int m, int K, int lane, float* out) {
+    float acc[R][M];
+#pragma unroll
+    for (int r = 0; r < R; r++)
+#pragma unroll
+        for (int j = 0; j < M; j++) acc[r][j] = 0.f;
     for (int k0 = lane * 8; k0 < K; k0 += 256) {
-        float v[8];
-        load8(type, row, k0, v);
-        for (int i = 0; i < 8; i++) acc += v[i] * x[k0 + i];
+        float v[R][8];
+#pragma unroll
+        for (int r = 0; r < R; r++) load8_t<TYPE>(rows[r], k0, v[r]);
+#pragma unroll
+        for (int j = 0; j < M; j++) {
+            if (j >= m) break;
+            float4 a = *(const float4*)(xs[j] + k0), b = *(const float4*)(xs[j] + k0 + 4);
+#pragma unroll
+            for (int r = 0; r < R; r++)
+                acc[r][j] += v[r][0] * a.x + v[r][1] * a.y + v[r][2] * a.z + v[r][3] * a.w + v[r][4] * b.x + v[r][5] * b.y +
+                             v[r][6] * b.z + v[r][7] * b.w;
+        }
     }
-    return warp_sum(acc);
+#pragma unroll
+    for (int r = 0; r < R; r++)
+#pragma unroll
+        for (int j = 0; j < M; j++) out[r * M + j] = warp_sum(acc[r][j]);
 }
 
-__device__ __forceinline__ float silu_(float g) { return g * sigmoidf_(g); }
+template <int R, int M>
+__device__ __forceinline__ void dot_rows(int type, const u8* const* rows, const float* const* xs, int m, int K, int lane, float* out) {
+    switch (type) {
+    case 0: dot_rows_t<0, R, M>(rows, xs, m, K, lane, out); break;
+    case 1: dot_rows_t<1, R, M>(rows, xs, m, K, lane, out); break;
+    case 2: dot_rows_t<2, R, M>(rows, xs, m, K, lane, out); break;
+    case 11: dot_rows_t<11, R, M>(rows, xs, m, K, lane, out); break;
+    case 12: dot_rows_t<12, R, M>(rows, xs, m, K, lane, out); break;
+    default: dot_rows_t<10, R, M>(rows, xs, m, K, lane, out); break;
+    }
+}
 
-// moe_gate_up: for assignment a (token a / k, expert ids[a]) and row i of a
-// warp, h[a][i] = silu(gate·x)·(up·x). Grid (⌈I/8⌉, assignments), 8 warps.
+// gate_up_dots: gate·x and up·x for weight row i and the first m of M rows
+// of x; one call of both rows where gate and up share a type. out[j] is
+// gate·x_j, out[M + j] up·x_j.
+template <int M>
+__device__ __forceinline__ void gate_up_dots(const u8* g, const u8* u, int gt, int ut, const float* const* xs, int m, int K,
+                                             int lane, float* out) {
+    if (gt == ut) {
+        const u8* rows[2] = {g, u};
+        dot_rows<2, M>(gt, rows, xs, m, K, lane, out);
+    } else {
+        dot_rows<1, M>(gt, &g, xs, m, K, lane, out);
+        dot_rows<1, M>(ut, &u, xs, m, K, lane, out + M);
+    }
+}
+
+extern "C" {
+
+// load8 is load8_t for a type known at run time.
+__device__ __forceinline__ void load8(int type, const u8* row, int k0, float* v) {
+    switch (type) {
+    case 0: load8_t<0>(row, k0, v); break;
+    case 1: load8_t<1>(row, k0, v); break;
+    case 2: load8_t<2>(row, k0, v); break;
+    case 11: load8_t<11>(row, k0, v); break;
+    case 12: load8_t<12>(row, k0, v); break;
+    default: load8_t<10>(row, k0, v); break;
+    }
+}
+
+__device__ __forceinline__ float silu_(float g) { return g / (1.f + expf(-g)); }
+
+// moe_gate_up: for assignment a (token a / k, expert ids[a]), h[a][i] =
+// silu(gate_e[i]·x)·(up_e[i]·x), a warp a row i. Grid (⌈I/8⌉, assignments),
+// 8 warps.
 __global__ void moe_gate_up(float* h, const float* x, i64 sx, const int* ids, const u8* const* gate, const u8* const* up,
                             i64 grb, i64 urb, int gt, int ut, int k, int H, int I) {
     DEPEND();
@@ -993,24 +1060,96 @@ __global__ void moe_gate_up(float* h, const float* x, i64 sx, const int* ids, co
     if (i >= I) return;
     int e = ids[a];
     const float* xr = x + (i64)(a / k) * sx;
-    float g = row_dot(gt, gate[e] + (i64)i * grb, xr, H, lane);
-    float u = row_dot(ut, up[e] + (i64)i * urb, xr, H, lane);
-    if (lane == 0) h[(i64)a * I + i] = silu_(g) * u;
+    float d[2];
+    gate_up_dots<1>(gate[e] + (i64)i * grb, up[e] + (i64)i * urb, gt, ut, &xr, 1, H, lane, d);
+    if (lane == 0) h[(i64)a * I + i] = silu_(d[0]) * d[1];
 }
 
 // moe_down: out[t][n] = Σ_j w[t·k+j] · down_e[n]·h[t·k+j] (e = ids[t·k+j]),
-// the k experts of token t summed in rank order. Grid (⌈H/8⌉, tokens).
+// the k experts summed in rank order. A block takes 4 rows n of one token,
+// its warps the experts (warp w experts w, w+8, ...). Grid (⌈H/4⌉, tokens).
 __global__ void moe_down(float* out, i64 so, const float* h, const int* ids, const float* w, const u8* const* down,
                          i64 rb, int type, int k, int H, int I) {
     DEPEND();
-    int t = blockIdx.y, n = blockIdx.x * 8 + (threadIdx.x >> 5), lane = threadIdx.x & 31;
-    if (n >= H) return;
-    float s = 0.f;
-    for (int j = 0; j < k; j++) {
+    __shared__ float part[32][4];
+    int t = blockIdx.y, n0 = blockIdx.x * 4, warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+    for (int j = warp; j < k; j += 8) {
         int a = t * k + j;
-        s += w[a] * row_dot(type, down[ids[a]] + (i64)n * rb, h + (i64)a * I, I, lane);
+        const u8* base = down[ids[a]];
+        const u8* rows[4];
+        for (int r = 0; r < 4; r++) rows[r] = base + (i64)min(n0 + r, H - 1) * rb;
+        const float* hr = h + (i64)a * I;
+        float d[4];
+        dot_rows<4, 1>(type, rows, &hr, 1, I, lane, d);
+        if (lane < 4) part[j][lane] = w[a] * d[lane];
     }
-    if (lane == 0) out[(i64)t * so + n] = s;
+    __syncthreads();
+    if (threadIdx.x < 4 && n0 + threadIdx.x < H) {
+        float s = 0.f;
+        for (int j = 0; j < k; j++) s += part[j][threadIdx.x];
+        out[(i64)t * so + n0 + threadIdx.x] = s;
+    }
+}
+
+// The grouped GEMVs: tiles of MOE_TILE assignments of one expert (sorted
+// by moe_align), a warp taking weight rows against all of the tile's rows
+// of x, so that an expert's rows are read once a tile, not once an
+// assignment. Row j of x is x[order[slot j] / div].
+#define MOE_TILE 8
+
+// tile_rows reads the tile's assignments (its live ones come first) and
+// their rows of x; returns how many are live.
+__device__ __forceinline__ int tile_rows(const int* order, int tile, const float* x, i64 sx, int div, int* rows, const float** xs) {
+    int m = 0;
+#pragma unroll
+    for (int j = 0; j < MOE_TILE; j++) {
+        int a = order[tile * MOE_TILE + j];
+        rows[j] = a;
+        if (a >= 0) m = j + 1;
+        xs[j] = x + (i64)((a >= 0 ? a : 0) / div) * sx;
+    }
+    return m;
+}
+
+// moe_gate_up_tile: h[a][i] = silu(gate_e[i]·x)·(up_e[i]·x) for the tile's
+// assignments a, a warp a row i. Grid (tiles, ⌈I/8⌉), 8 warps.
+__global__ void moe_gate_up_tile(float* h, const float* x, i64 sx, int div, const int* order, const int* tile_expert,
+                                 const u8* const* gate, const u8* const* up, i64 grb, i64 urb, int gt, int ut, int K, int I) {
+    DEPEND();
+    int e = tile_expert[blockIdx.x], i = blockIdx.y * 8 + (threadIdx.x >> 5), lane = threadIdx.x & 31;
+    if (e < 0 || i >= I) return;
+    int rows[MOE_TILE];
+    const float* xs[MOE_TILE];
+    int m = tile_rows(order, blockIdx.x, x, sx, div, rows, xs);
+    float d[2 * MOE_TILE];
+    gate_up_dots<MOE_TILE>(gate[e] + (i64)i * grb, up[e] + (i64)i * urb, gt, ut, xs, m, K, lane, d);
+    if (lane == 0)
+#pragma unroll
+        for (int j = 0; j < MOE_TILE; j++)
+            if (j < m) h[(i64)rows[j] * I + i] = silu_(d[j]) * d[MOE_TILE + j];
+}
+
+// moe_down_tile: y[a][n] = down_e[n]·h[a] for the tile's assignments, a
+// warp two rows n. Grid (tiles, ⌈H/16⌉), 8 warps.
+__global__ void moe_down_tile(float* y, const float* h, const int* order, const int* tile_expert, const u8* const* down,
+                              i64 rb, int type, int H, int I) {
+    DEPEND();
+    int e = tile_expert[blockIdx.x], n = (blockIdx.y * 8 + (threadIdx.x >> 5)) * 2, lane = threadIdx.x & 31;
+    if (e < 0 || n >= H) return;
+    int rows[MOE_TILE];
+    const float* xs[MOE_TILE];
+    int m = tile_rows(order, blockIdx.x, h, I, 1, rows, xs);
+    int n1 = n + 1 < H ? n + 1 : n;
+    const u8* r2[2] = {down[e] + (i64)n * rb, down[e] + (i64)n1 * rb};
+    float d[2 * MOE_TILE];
+    dot_rows<2, MOE_TILE>(type, r2, xs, m, I, lane, d);
+    if (lane == 0)
+#pragma unroll
+        for (int j = 0; j < MOE_TILE; j++)
+            if (j < m) {
+                y[(i64)rows[j] * H + n] = d[j];
+                if (n + 1 < H) y[(i64)rows[j] * H + n + 1] = d[MOE_TILE + j];
+            }
 }
 
 #define MOE_BM 32
@@ -1018,14 +1157,14 @@ __global__ void moe_down(float* out, i64 so, const float* h, const int* ids, con
 #define MOE_BK 32
 
 // moe_align sorts the A assignments by expert for the tiled kernels: each
-// expert's run in order[] is padded to a multiple of MOE_BM with -1, and
-// tile_expert[q] is the expert of rows q·MOE_BM.., -1 past the last of the
-// tiles tiles (A/MOE_BM + E bounds them). One block; E ≤ 1024.
-__global__ void moe_align(int* order, int* tile_expert, const int* ids, int A, int E, int tiles) {
+// expert's run in order[] is padded to a multiple of bm with -1, and
+// tile_expert[q] is the expert of rows q·bm.., -1 past the last of the
+// tiles tiles (A/bm + E bounds them). One block; E ≤ 1024.
+__global__ void moe_align(int* order, int* tile_expert, const int* ids, int A, int E, int tiles, int bm) {
     DEPEND();
     __shared__ int count[1024], start[1024];
     for (int e = threadIdx.x; e < E; e += blockDim.x) count[e] = 0;
-    for (int q = threadIdx.x; q < tiles * MOE_BM; q += blockDim.x) order[q] = -1;
+    for (int q = threadIdx.x; q < tiles * bm; q += blockDim.x) order[q] = -1;
     __syncthreads();
     for (int a = threadIdx.x; a < A; a += blockDim.x) atomicAdd(&count[ids[a]], 1);
     __syncthreads();
@@ -1033,12 +1172,12 @@ __global__ void moe_align(int* order, int* tile_expert, const int* ids, int A, i
         int off = 0;
         for (int e = 0; e < E; e++) {
             start[e] = off;
-            int n = (count[e] + MOE_BM - 1) / MOE_BM;
-            for (int q = 0; q < n; q++) tile_expert[off / MOE_BM + q] = e;
-            off += n * MOE_BM;
+            int n = (count[e] + bm - 1) / bm;
+            for (int q = 0; q < n; q++) tile_expert[off / bm + q] = e;
+            off += n * bm;
             count[e] = 0;
         }
-        for (int q = off / MOE_BM; q < tiles; q++) tile_expert[q] = -1;
+        for (int q = off / bm; q < tiles; q++) tile_expert[q] = -1;
     }
     __syncthreads();
     // Rows are independent, so the order within an expert's run is free.

@@ -5,6 +5,7 @@ package cuda
 import (
 	"fmt"
 	"slices"
+	"unsafe"
 
 	rt "github.com/govllm/govllm/runtime"
 )
@@ -651,11 +652,13 @@ func gatherRows(dst, x *rt.Tensor, rows []int32) {
 // expertTypes numbers the expert weight types as kernels.cu's load8 does.
 var expertTypes = map[rt.DType]int32{rt.Q8_0: 0, rt.Q4_K: 1, rt.Q6_K: 2, rt.BF16: 10, rt.F16: 11, rt.F32: 12}
 
-// moeGEMVTokens is the most tokens whose experts run as GEMVs, one
-// assignment (token, expert) at a time, each reading its expert's rows;
-// more sort the assignments by expert and run tiles of 32 of them against
-// one expert's rows (moe_gemm), each weight tile read once a tile.
-const moeGEMVTokens = 8
+// How the experts run, by the step's tokens: up to moeGEMVTokens, GEMVs
+// per assignment (token, expert), each reading its expert's rows (a
+// decode step of few sequences: the experts are mostly distinct); up to
+// moeTileTokens, the assignments sorted by expert into tiles of 8 and a
+// GEMV per tile, reading an expert's rows once a tile; beyond, tiles of 32
+// assignments × 64 rows (moe_gemm), the weight staged in shared memory.
+const moeGEMVTokens, moeTileTokens = 4, 128
 
 // moeExperts routes on the GPU (router_topk_f32) and runs the experts
 // from there, so nothing waits for the host and a step with experts is a
@@ -668,30 +671,19 @@ func moeExperts(out, x, logits *rt.Tensor, ex *rt.Experts) {
 		}
 		E, k, H, I := len(ex.Gate), ex.TopK, ex.Hidden(), ex.Inter()
 		T := int(m[1].rows)
-		if E > 1024 {
-			return fmt.Errorf("%d experts over the 1024 the kernels keep", E)
-		}
-		if H%8 != 0 || I%8 != 0 {
+		switch {
+		case E > 1024 || k > 32:
+			return fmt.Errorf("top-%d of %d experts: the kernels keep up to 1024 experts and 32 picks", k, E)
+		case H%8 != 0 || I%8 != 0:
 			return fmt.Errorf("hidden size %d and expert width %d must be multiples of 8", H, I)
+		case m[1].ptr%16 != 0 || m[1].stride%4 != 0:
+			return fmt.Errorf("x rows must be 16-byte aligned (x at %#x, row stride %d floats)", m[1].ptr, m[1].stride)
 		}
-		var types [3]int32
-		var tables [3]uintptr
-		var rowBytes [3]int64
-		for r, ws := range [3][]*rt.Tensor{ex.Gate, ex.Up, ex.Down} {
-			typ, ok := expertTypes[ws[0].DType()]
-			if !ok {
-				return fmt.Errorf("no cuda kernel for %v experts", ws[0].DType())
-			}
-			types[r], rowBytes[r] = typ, int64(ws[0].DType().ByteLen(ws[0].Dim(1)))
-			ptrs := make([]int32, 2*len(ws))
-			for e, w := range ws {
-				p := uint64(w.DevicePtr())
-				ptrs[2*e], ptrs[2*e+1] = int32(uint32(p)), int32(uint32(p>>32))
-			}
-			if tables[r], err = c.hostInts(ptrs); err != nil {
-				return err
-			}
+		tab, err := c.expertTables(ex)
+		if err != nil {
+			return err
 		}
+		types, rowBytes, tables := tab.types, tab.rowBytes, tab.dev
 		A := T * k
 		if A == 0 {
 			return nil
@@ -709,7 +701,7 @@ func moeExperts(out, x, logits *rt.Tensor, ex *rt.Experts) {
 			return err
 		}
 		kk, ee, hh, ii := int32(k), int32(E), int32(H), int32(I)
-		if err := c.launch("router_topk_f32", T, 128, 0, p(&ids), p(&w), p(&m[2].ptr), p(&m[2].stride), p(&ee), p(&kk)); err != nil {
+		if err := c.launch("router_topk_f32", T, 32, 0, p(&ids), p(&w), p(&m[2].ptr), p(&m[2].stride), p(&ee), p(&kk)); err != nil {
 			return err
 		}
 		if T <= moeGEMVTokens {
@@ -717,11 +709,15 @@ func moeExperts(out, x, logits *rt.Tensor, ex *rt.Experts) {
 				p(&tables[0]), p(&tables[1]), p(&rowBytes[0]), p(&rowBytes[1]), p(&types[0]), p(&types[1]), p(&kk), p(&hh), p(&ii)); err != nil {
 				return err
 			}
-			return c.launch2("moe_down", (H+7)/8, T, 256, 0, p(&m[0].ptr), p(&m[0].stride), p(&h), p(&ids), p(&w),
+			return c.launch2("moe_down", (H+3)/4, T, 256, 0, p(&m[0].ptr), p(&m[0].stride), p(&h), p(&ids), p(&w),
 				p(&tables[2]), p(&rowBytes[2]), p(&types[2]), p(&kk), p(&hh), p(&ii))
 		}
-		tiles := (A+moeTileRows-1)/moeTileRows + E
-		order, err := c.scratchBytes(10, uintptr(4*tiles*moeTileRows))
+		bm := moeTileRows
+		if T <= moeTileTokens {
+			bm = moeGEMVTile
+		}
+		tiles := (A+bm-1)/bm + E
+		order, err := c.scratchBytes(10, uintptr(4*tiles*bm))
 		if err != nil {
 			return err
 		}
@@ -733,26 +729,81 @@ func moeExperts(out, x, logits *rt.Tensor, ex *rt.Experts) {
 		if err != nil {
 			return err
 		}
-		aa, nt, div, one := int32(A), int32(tiles), int32(k), int32(1)
-		var none uintptr
-		sh, sy := int64(I), int64(H)
-		if err := c.launch("moe_align", 1, 1024, 0, p(&order), p(&tileExpert), p(&ids), p(&aa), p(&ee), p(&nt)); err != nil {
+		aa, nt, div, bm32 := int32(A), int32(tiles), int32(k), int32(bm)
+		if err := c.launch("moe_align", 1, 1024, 0, p(&order), p(&tileExpert), p(&ids), p(&aa), p(&ee), p(&nt), p(&bm32)); err != nil {
 			return err
 		}
-		if err := c.launch2("moe_gemm", tiles, (I+moeTileCols-1)/moeTileCols, 256, 0, p(&h), p(&sh), p(&m[1].ptr), p(&m[1].stride), p(&div),
-			p(&order), p(&tileExpert), p(&tables[0]), p(&tables[1]), p(&rowBytes[0]), p(&rowBytes[1]), p(&types[0]), p(&types[1]), p(&hh), p(&ii)); err != nil {
-			return err
-		}
-		if err := c.launch2("moe_gemm", tiles, (H+moeTileCols-1)/moeTileCols, 256, 0, p(&y), p(&sy), p(&h), p(&sh), p(&one),
-			p(&order), p(&tileExpert), p(&tables[2]), p(&none), p(&rowBytes[2]), p(&rowBytes[2]), p(&types[2]), p(&types[2]), p(&ii), p(&hh)); err != nil {
-			return err
+		if bm == moeGEMVTile {
+			if err := c.launch2("moe_gate_up_tile", tiles, (I+7)/8, 256, 0, p(&h), p(&m[1].ptr), p(&m[1].stride), p(&div),
+				p(&order), p(&tileExpert), p(&tables[0]), p(&tables[1]), p(&rowBytes[0]), p(&rowBytes[1]), p(&types[0]), p(&types[1]), p(&hh), p(&ii)); err != nil {
+				return err
+			}
+			if err := c.launch2("moe_down_tile", tiles, (H+15)/16, 256, 0, p(&y), p(&h), p(&order), p(&tileExpert),
+				p(&tables[2]), p(&rowBytes[2]), p(&types[2]), p(&hh), p(&ii)); err != nil {
+				return err
+			}
+		} else {
+			one := int32(1)
+			var none uintptr
+			sh, sy := int64(I), int64(H)
+			if err := c.launch2("moe_gemm", tiles, (I+moeTileCols-1)/moeTileCols, 256, 0, p(&h), p(&sh), p(&m[1].ptr), p(&m[1].stride), p(&div),
+				p(&order), p(&tileExpert), p(&tables[0]), p(&tables[1]), p(&rowBytes[0]), p(&rowBytes[1]), p(&types[0]), p(&types[1]), p(&hh), p(&ii)); err != nil {
+				return err
+			}
+			if err := c.launch2("moe_gemm", tiles, (H+moeTileCols-1)/moeTileCols, 256, 0, p(&y), p(&sy), p(&h), p(&sh), p(&one),
+				p(&order), p(&tileExpert), p(&tables[2]), p(&none), p(&rowBytes[2]), p(&rowBytes[2]), p(&types[2]), p(&types[2]), p(&ii), p(&hh)); err != nil {
+				return err
+			}
 		}
 		return c.launch("moe_combine", T, threads(hh), 0, p(&m[0].ptr), p(&m[0].stride), p(&y), p(&w), p(&kk), p(&hh))
 	})
 }
 
-// moeTileRows and moeTileCols are moe_gemm's tile (MOE_BM, MOE_BN).
-const moeTileRows, moeTileCols = 32, 64
+// expertTable is an Experts' weight types, row sizes and the device
+// tables of their row-0 addresses (gate, up, down), made at first use.
+type expertTable struct {
+	types    [3]int32
+	rowBytes [3]int64
+	dev      [3]uintptr
+}
+
+// expertTables returns ex's tables, uploading them the first time: they
+// are the same every step, so a step stages nothing for them.
+func (c *Context) expertTables(ex *rt.Experts) (*expertTable, error) {
+	if t, ok := c.experts[ex]; ok {
+		return t, nil
+	}
+	t := &expertTable{}
+	for r, ws := range [3][]*rt.Tensor{ex.Gate, ex.Up, ex.Down} {
+		typ, ok := expertTypes[ws[0].DType()]
+		if !ok {
+			return nil, fmt.Errorf("no cuda kernel for %v experts", ws[0].DType())
+		}
+		t.types[r], t.rowBytes[r] = typ, int64(ws[0].DType().ByteLen(ws[0].Dim(1)))
+		ptrs := make([]uint64, len(ws))
+		for e, w := range ws {
+			ptrs[e] = uint64(w.DevicePtr())
+		}
+		if err := c.flush(); err != nil { // an upload waits: not inside a recording
+			return nil, err
+		}
+		if err := check("cuMemAlloc", cuMemAlloc(&t.dev[r], uintptr(8*len(ptrs)))); err != nil {
+			return nil, err
+		}
+		if err := check("cuMemcpyHtoD", cuMemcpyHtoD(t.dev[r], unsafe.Pointer(unsafe.SliceData(ptrs)), uintptr(8*len(ptrs)))); err != nil {
+			return nil, err
+		}
+	}
+	if c.experts == nil {
+		c.experts = map[*rt.Experts]*expertTable{}
+	}
+	c.experts[ex] = t
+	return t, nil
+}
+
+// moeTileRows and moeTileCols are moe_gemm's tile (MOE_BM, MOE_BN),
+// moeGEMVTile the tile of the grouped GEMVs (MOE_TILE).
+const moeTileRows, moeTileCols, moeGEMVTile = 32, 64, 8
 
 func b2i(b bool) int {
 	if b {
