@@ -2,6 +2,10 @@ package qwen35_test
 
 import (
 	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/govllm/govllm/internal/oracle"
@@ -44,6 +48,13 @@ func devices(t *testing.T) []device {
 // there is none.
 func onCUDA(t *testing.T, fixture string) (*oracle.Fixture, *qwen35.Model) {
 	t.Helper()
+	fx := oracle.Load(t, fixture)
+	return fx, loadOn(t, cudaBackend(t), fx.Dir, qwen35.Options{})
+}
+
+// cudaBackend is the CUDA backend, or skips the test where there is none.
+func cudaBackend(t *testing.T) *rt.Backend {
+	t.Helper()
 	be, err := backends.New(rt.CUDA)
 	if errors.Is(err, cuda.ErrUnavailable) {
 		t.Skipf("no CUDA here: %v", err)
@@ -51,8 +62,52 @@ func onCUDA(t *testing.T, fixture string) (*oracle.Fixture, *qwen35.Model) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	fx := oracle.Load(t, fixture)
-	return fx, loadOn(t, be, fx.Dir, qwen35.Options{})
+	return be
+}
+
+// TestGGUFFilesOnGPU runs llama.cpp's GGUF files of the fixtures on the
+// GPU, over whole prompts and token by token (the batch-1 GEMVs): f32 and
+// bf16 files within cudaTolerance of transformers; Q8_0 files (dense, and
+// MoE with quantized experts) no further from transformers than llama.cpp
+// is on the same file (mean |Δlogit| within 5%, argmax agreement within
+// 0.05), as TestGGUFFilesFromLlamaCpp asks of the CPU.
+func TestGGUFFilesOnGPU(t *testing.T) {
+	be := cudaBackend(t)
+	for _, name := range oracle.Fixtures {
+		fx := oracle.Load(t, name)
+		files, _ := filepath.Glob(filepath.Join(fx.Dir, "gguf", "*.gguf"))
+		for _, file := range files {
+			m := loadOn(t, be, file, qwen35.Options{})
+			quantized := strings.Contains(file, "q8_0")
+			var ours, theirs, truth []float32
+			for _, c := range fx.Cases {
+				want := oracle.ReadF32(t, c.Logits)
+				ref := strings.TrimSuffix(file, ".gguf") + "." + c.Name + ".llamacpp.f32"
+				_, noRef := os.Stat(ref)
+				for _, chunk := range []int{len(c.IDs), 1} {
+					got := run(t, m, c.IDs, chunk)
+					label := fmt.Sprintf("%s %s chunk %d", filepath.Base(file), c.Name, chunk)
+					switch {
+					case !quantized:
+						if d, _ := oracle.MaxDiff(got, want); d > cudaTolerance {
+							t.Errorf("%s on cuda: max |Δlogit| %g against transformers", label, d)
+						}
+					case noRef == nil:
+						ours, theirs, truth = append(ours, got...), append(theirs, oracle.ReadF32(t, ref)...), append(truth, want...)
+					}
+				}
+			}
+			if quantized {
+				v := m.Config.VocabSize
+				a, aa := closeness(ours, truth, v)
+				b, ba := closeness(theirs, truth, v)
+				t.Logf("%s on cuda: mean |Δ| govllm %.4f, llama.cpp %.4f; argmax agreement %.3f vs %.3f", filepath.Base(file), a, b, aa, ba)
+				if len(truth) == 0 || a > 1.05*b || aa < ba-0.05 {
+					t.Errorf("%s on cuda: govllm (mean |Δ| %.4f, argmax %.3f) is further from transformers than llama.cpp (%.4f, %.3f)", filepath.Base(file), a, aa, b, ba)
+				}
+			}
+		}
+	}
 }
 
 func loadOn(t testing.TB, be *rt.Backend, dir string, opts qwen35.Options) *qwen35.Model {

@@ -385,6 +385,20 @@ func TestQuantizedMatMulAgreesWithCPU(t *testing.T) {
 			p.same(2e-2, out)
 			p.same(1e-6, emb)
 		}
+		// A matrix of many rows (an lm_head) takes four rows a warp.
+		const bigN, bigK = 33001, 256
+		wb := p.random(0.05, bigN, bigK)
+		rawb, err := quant.Quantize(dt, wb.F32()[:wb.Len()])
+		if err != nil {
+			t.Fatal(err)
+		}
+		big, err := rt.FromBytes(dt, rawb, bigN, bigK)
+		if err != nil {
+			t.Fatal(err)
+		}
+		x, out := p.random(1, 1, bigK), rt.New(rt.F32, 1, bigN)
+		p.both(func(be *rt.Backend, d func(*rt.Tensor) *rt.Tensor) error { return be.MatMul(d(out), d(x), d(big)) })
+		p.same(2e-2, out)
 	}
 }
 

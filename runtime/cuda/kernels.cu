@@ -929,11 +929,15 @@ __global__ void router_topk_f32(int* ids, float* weights, const float* lg, i64 s
 // load8_t reads 8 consecutive weights of a row from column k0 (k0 % 8 == 0).
 template <int TYPE>
 __device__ __forceinline__ void load8_t(const u8* row, int k0, float* v) {
-    if (TYPE == 0) { // 34-byte blocks of 32: f16 scale, 32 int8
+    if (TYPE == 0) { // 34-byte blocks of 32: f16 scale, 32 int8 (read as 2-byte words: blocks are 2-aligned)
         const u8* b = row + (k0 >> 5) * 34;
         float d = ld_f16(b);
-        const signed char* q = (const signed char*)(b + 2 + (k0 & 31));
-        for (int i = 0; i < 8; i++) v[i] = d * (float)q[i];
+        const u16* q = (const u16*)(b + 2 + (k0 & 31));
+        for (int i = 0; i < 4; i++) {
+            unsigned w = q[i];
+            v[2 * i] = d * (float)(signed char)(w & 0xFF);
+            v[2 * i + 1] = d * (float)(signed char)(w >> 8);
+        }
     } else if (TYPE == 1) { // Q4_K: column c of 64j..64j+31 is byte 32j + c%32's low nibble, of 64j+32.. its high
         const u8* b = row + (k0 >> 8) * 144;
         int c = k0 & 255, j = c >> 6, hi = (c >> 5) & 1;
@@ -950,11 +954,15 @@ __device__ __forceinline__ void load8_t(const u8* row, int k0, float* v) {
         const u8* b = row + (k0 >> 8) * 210;
         int c = k0 & 255, h = c >> 7, qd = (c >> 5) & 3, l = c & 31;
         float s = ld_f16(b + 208) * (float)((const signed char*)(b + 192))[8 * h + (l >> 4) + 2 * qd];
-        const u8* ql = b + 64 * h + 32 * (qd & 1) + l;
-        const u8* qh = b + 128 + 32 * h + l;
-        for (int i = 0; i < 8; i++) {
-            int lo = qd >= 2 ? ql[i] >> 4 : ql[i] & 0xF;
-            v[i] = s * (float)((lo | (((qh[i] >> (2 * qd)) & 3) << 4)) - 32);
+        const u16* ql = (const u16*)(b + 64 * h + 32 * (qd & 1) + l); // 2-byte words: blocks are 2-aligned
+        const u16* qh = (const u16*)(b + 128 + 32 * h + l);
+        for (int i = 0; i < 4; i++) {
+            unsigned lw = ql[i], hw = qh[i];
+            for (int t = 0; t < 2; t++) {
+                unsigned lb = (lw >> (8 * t)) & 0xFF, hb = (hw >> (8 * t)) & 0xFF;
+                int q = (int)((qd >= 2 ? lb >> 4 : lb & 0xF) | (((hb >> (2 * qd)) & 3) << 4)); // signed before the - 32
+                v[2 * i + t] = s * (float)(q - 32);
+            }
         }
     } else if (TYPE == 12) {
         const float4* f = (const float4*)(row + 4 * (i64)k0);
@@ -1034,6 +1042,22 @@ __device__ __forceinline__ void gate_up_dots(const u8* g, const u8* u, int gt, i
     }
 }
 
+// gemv_qr_t: d[n] = w[n]·x for one row of x and a block-quantized weight,
+// a warp taking R rows. Grid ⌈N/(8R)⌉, 8 warps; x 16-byte aligned.
+template <int R>
+__device__ __forceinline__ void gemv_qr_t(float* d, const float* x, const u8* w, i64 rowBytes, int N, int K, int type) {
+    int n0 = (blockIdx.x * 8 + (threadIdx.x >> 5)) * R, lane = threadIdx.x & 31;
+    for (int r = 0; r < R; r++)
+        if (n0 + r < N) prefetch_l2((const char*)w + (i64)(n0 + r) * rowBytes, (int)rowBytes, lane);
+    DEPEND();
+    if (n0 >= N) return;
+    const u8* rows[R];
+    for (int r = 0; r < R; r++) rows[r] = w + (i64)min(n0 + r, N - 1) * rowBytes;
+    float o[R];
+    dot_rows<R, 1>(type, rows, &x, 1, K, lane, o);
+    if (lane < R && n0 + lane < N) d[n0 + lane] = o[lane];
+}
+
 extern "C" {
 
 // load8 is load8_t for a type known at run time.
@@ -1049,6 +1073,15 @@ __device__ __forceinline__ void load8(int type, const u8* row, int k0, float* v)
 }
 
 __device__ __forceinline__ float silu_(float g) { return g / (1.f + expf(-g)); }
+
+// gemv_qr1 and gemv_qr4: gemv_qr_t of one and of four rows a warp (the
+// latter for matrices of many rows, where the blocks fill the GPU anyway).
+__global__ void gemv_qr1(float* d, const float* x, const u8* w, i64 rowBytes, int N, int K, int type) {
+    gemv_qr_t<1>(d, x, w, rowBytes, N, K, type);
+}
+__global__ void gemv_qr4(float* d, const float* x, const u8* w, i64 rowBytes, int N, int K, int type) {
+    gemv_qr_t<4>(d, x, w, rowBytes, N, K, type);
+}
 
 // moe_gate_up: for assignment a (token a / k, expert ids[a]), h[a][i] =
 // silu(gate_e[i]·x)·(up_e[i]·x), a warp a row i. Grid (⌈I/8⌉, assignments),

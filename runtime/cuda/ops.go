@@ -378,6 +378,13 @@ const quantGEMVRows = 8
 func matMulQuant(c *Context, m []mat, dt rt.DType, M, N, K int) error {
 	typ, rowBytes := quantTypes[dt], int64(dt.ByteLen(K))
 	mm, nn, kk := int32(M), int32(N), int32(K)
+	if M == 1 && m[1].ptr%16 == 0 {
+		typ := expertTypes[dt]
+		if N >= 32768 {
+			return c.launch("gemv_qr4", (N+31)/32, 256, 0, p(&m[0].ptr), p(&m[1].ptr), p(&m[2].ptr), p(&rowBytes), p(&nn), p(&kk), p(&typ))
+		}
+		return c.launch("gemv_qr1", (N+7)/8, 256, 0, p(&m[0].ptr), p(&m[1].ptr), p(&m[2].ptr), p(&rowBytes), p(&nn), p(&kk), p(&typ))
+	}
 	if M <= quantGEMVRows {
 		return c.launch("gemv_q", (N+7)/8, 256, 0, p(&m[0].ptr), p(&m[0].stride), p(&m[1].ptr), p(&m[1].stride),
 			p(&m[2].ptr), p(&rowBytes), p(&mm), p(&nn), p(&kk), p(&typ))
