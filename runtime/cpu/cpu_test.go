@@ -496,21 +496,8 @@ func TestMoEExpertsMatchesPerTokenChain(t *testing.T) {
 	clear(logits.F32()[:E])
 	for _, dt := range []rt.DType{rt.F32, rt.BF16, rt.Q8_0} {
 		weight := func(n, kk int) *rt.Tensor {
-			w := random(rng, 0.1, n, kk)
-			switch dt {
-			case rt.BF16:
-				b := rt.New(rt.BF16, n, kk)
-				for i, v := range w.F32() {
-					b.U16()[i] = rt.F32ToBF16(v)
-				}
-				return b
-			case rt.Q8_0:
-				raw := make([]byte, dt.ByteLen(n*kk))
-				quantizeQ8_0(w.F32(), raw)
-				q, err := rt.FromBytes(dt, raw, n, kk)
-				must(t, err)
-				return q
-			}
+			w, err := quant.Tensor(dt, random(rng, 0.1, n, kk).F32()[:n*kk], n, kk)
+			must(t, err)
 			return w
 		}
 		gate, up, down := make([]*rt.Tensor, E), make([]*rt.Tensor, E), make([]*rt.Tensor, E)

@@ -387,12 +387,7 @@ func TestQuantizedMatMulAgreesWithCPU(t *testing.T) {
 		}
 		// A matrix of many rows (an lm_head) takes four rows a warp.
 		const bigN, bigK = 33001, 256
-		wb := p.random(0.05, bigN, bigK)
-		rawb, err := quant.Quantize(dt, wb.F32()[:wb.Len()])
-		if err != nil {
-			t.Fatal(err)
-		}
-		big, err := rt.FromBytes(dt, rawb, bigN, bigK)
+		big, err := quant.Tensor(dt, p.random(0.05, bigN, bigK).F32()[:bigN*bigK], bigN, bigK)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -458,34 +453,19 @@ func BenchmarkMatMulBF16(b *testing.B) {
 
 // TestMoEExpertsAgreeWithCPU runs the routed experts both ways for 16-bit
 // and quantized weights (gate and up Q4_K with down Q6_K, as in Q4_K_M
-// files, and gate and up of different types), at token counts on both sides of moeGEMVTokens and moeTileTokens
-// (each of the three kernel paths). The CPU rounds x to 8 bits for
+// files, and gate and up of different types), at token counts on both
+// sides of moeGEMVTokens and moeTileTokens (each of the three kernel paths). The CPU rounds x to 8 bits for
 // quantized weights, twice in the chain (x, then the gated product): 3e-2
 // there.
 func TestMoEExpertsAgreeWithCPU(t *testing.T) {
 	p := newPair(t)
 	const E, k, H, I = 64, 8, 256, 512
 	weight := func(dt rt.DType, n, kk int) *rt.Tensor {
-		w := p.random(0.05, n, kk)
-		switch dt {
-		case rt.BF16:
-			b := rt.New(rt.BF16, n, kk)
-			for i, v := range w.F32() {
-				b.U16()[i] = rt.F32ToBF16(v)
-			}
-			return b
-		case rt.F32:
-			return w
-		}
-		raw, err := quant.Quantize(dt, w.F32()[:w.Len()])
+		w, err := quant.Tensor(dt, p.random(0.05, n, kk).F32()[:n*kk], n, kk)
 		if err != nil {
 			t.Fatal(err)
 		}
-		q, err := rt.FromBytes(dt, raw, n, kk)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return q
+		return w
 	}
 	for _, c := range []struct {
 		gate, up, down rt.DType

@@ -200,6 +200,38 @@ func dequantQ6K(blk []byte, out []float32) {
 	}
 }
 
+// Tensor encodes x as a contiguous tensor of dtype dt and the given shape:
+// f32 copied, bf16 and f16 rounded to nearest, block types quantized.
+func Tensor(dt rt.DType, x []float32, shape ...int) (*rt.Tensor, error) {
+	switch dt {
+	case rt.F32:
+		t := rt.New(rt.F32, shape...)
+		if t.Len() != len(x) {
+			return nil, fmt.Errorf("quant: %d values for shape %v", len(x), shape)
+		}
+		copy(t.F32(), x)
+		return t, nil
+	case rt.BF16, rt.F16:
+		t := rt.New(dt, shape...)
+		if t.Len() != len(x) {
+			return nil, fmt.Errorf("quant: %d values for shape %v", len(x), shape)
+		}
+		conv := rt.F32ToBF16
+		if dt == rt.F16 {
+			conv = rt.F32ToF16
+		}
+		for i, v := range x {
+			t.U16()[i] = conv(v)
+		}
+		return t, nil
+	}
+	raw, err := Quantize(dt, x)
+	if err != nil {
+		return nil, err
+	}
+	return rt.FromBytes(dt, raw, shape...)
+}
+
 // Quantize encodes x (whole blocks) as dt.
 func Quantize(dt rt.DType, x []float32) ([]byte, error) {
 	e, b := dt.Block()

@@ -84,3 +84,51 @@ func TestDecodeKnownBlocks(t *testing.T) {
 		t.Fatalf("q4_k: %v %v", y[0], y[32])
 	}
 }
+
+// TestTensorEncodes: Tensor gives each dtype's encoding of x in the shape
+// asked for, and refuses values that do not fill it.
+func TestTensorEncodes(t *testing.T) {
+	x := make([]float32, 2*256)
+	for i := range x {
+		x[i] = float32(i%37) - 18.25
+	}
+	for _, dt := range []rt.DType{rt.F32, rt.BF16, rt.F16, rt.Q8_0, rt.Q6_K} {
+		tt, err := Tensor(dt, x, 2, 256)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if tt.DType() != dt || tt.Dim(0) != 2 || tt.Dim(1) != 256 {
+			t.Fatalf("%v: got %v %v", dt, tt.DType(), tt.Shape())
+		}
+		y := make([]float32, len(x))
+		switch dt {
+		case rt.F32:
+			copy(y, tt.F32())
+		case rt.BF16, rt.F16:
+			for i, h := range tt.U16()[:len(x)] {
+				if dt == rt.BF16 {
+					y[i] = rt.BF16ToF32(h)
+				} else {
+					y[i] = rt.F16ToF32(h)
+				}
+			}
+		default:
+			DequantRow(dt, tt.Bytes()[:dt.ByteLen(len(x))], y)
+		}
+		bound := 0.1 // 16-bit rounding of values up to 18.25
+		switch {
+		case dt == rt.F32:
+			bound = 0
+		case dt.Quantized():
+			bound = 0.5 // Q6_K's step over this range is ~0.57
+		}
+		for i := range x {
+			if d := math.Abs(float64(y[i] - x[i])); d > bound {
+				t.Fatalf("%v: element %d is %g, want %g", dt, i, y[i], x[i])
+			}
+		}
+	}
+	if _, err := Tensor(rt.BF16, x[:5], 2, 3); err == nil {
+		t.Error("5 values for a 2×3 tensor were accepted")
+	}
+}
