@@ -2,6 +2,7 @@ package cpu
 
 import (
 	"math"
+	"sync"
 
 	rt "github.com/govllm/govllm/runtime"
 )
@@ -52,33 +53,51 @@ func gatherRows(dst, x *rt.Tensor, rows []int32) {
 	}
 }
 
+// moeScratch is moeExperts' working memory, pooled so that a step of
+// the same shape as an earlier one allocates nothing.
+type moeScratch struct {
+	ar          rt.Arena
+	ids, rows   []int32
+	weights, ws []float32
+}
+
+var moeScratches = sync.Pool{New: func() any { return new(moeScratch) }}
+
+func grown[T any](s []T, n int) []T {
+	if cap(s) < n {
+		return make([]T, n)
+	}
+	return s[:n]
+}
+
 // moeExperts routes each row of x, then takes the experts in order: an
 // expert's rows are gathered, run through its SwiGLU MLP as one batch (its
 // weights read once a call) and added, weighted, into out.
 func moeExperts(out, x, logits *rt.Tensor, ex *rt.Experts) {
 	t, k, h, inter := x.Dim(0), ex.TopK, ex.Hidden(), ex.Inter()
-	ids, weights := make([]int32, t*k), make([]float32, t*k)
+	sc := moeScratches.Get().(*moeScratch)
+	defer moeScratches.Put(sc)
+	sc.ar.Reset()
+	sc.ids, sc.weights = grown(sc.ids, t*k), grown(sc.weights, t*k)
+	ids, weights := sc.ids, sc.weights
 	routerTopK(ids, weights, logits, k)
 	for r := range t {
 		clear(row(out, r))
 	}
-	rows, ws := make([]int32, 0, t), make([]float32, 0, t)
 	for e := range ex.Gate {
-		rows, ws = rows[:0], ws[:0]
+		rows, ws := sc.rows[:0], sc.ws[:0]
 		for i, id := range ids {
 			if int(id) == e {
 				rows, ws = append(rows, int32(i/k)), append(ws, weights[i])
 			}
 		}
+		sc.rows, sc.ws = rows, ws
 		n := len(rows)
 		if n == 0 {
 			continue
 		}
-		xb, gb, ub, yb := getF32(n*h), getF32(n*inter), getF32(n*inter), getF32(n*h)
-		xe, _ := rt.FromF32(xb.f, n, h)
-		gate, _ := rt.FromF32(gb.f, n, inter)
-		up, _ := rt.FromF32(ub.f, n, inter)
-		ye, _ := rt.FromF32(yb.f, n, h)
+		mark := sc.ar.Mark()
+		xe, gate, up, ye := sc.ar.New(rt.F32, n, h), sc.ar.New(rt.F32, n, inter), sc.ar.New(rt.F32, n, inter), sc.ar.New(rt.F32, n, h)
 		gatherRows(xe, x, rows)
 		matMul(gate, xe, ex.Gate[e])
 		matMul(up, xe, ex.Up[e])
@@ -90,9 +109,6 @@ func moeExperts(out, x, logits *rt.Tensor, ex *rt.Experts) {
 				d[c] += w * s[c]
 			}
 		}
-		putF32(xb)
-		putF32(gb)
-		putF32(ub)
-		putF32(yb)
+		sc.ar.Release(mark)
 	}
 }
