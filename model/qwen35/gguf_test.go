@@ -36,6 +36,19 @@ func closeness(got, want []float32, vocab int) (mean float64, agree float64) {
 	return sum / float64(len(want)), float64(same) / float64(rows)
 }
 
+// noFurtherThanLlamaCpp fails unless govllm's logits (ours) are as close
+// to transformers' (truth) as llama.cpp's on the same file (theirs): mean
+// |Δ| within 5% of llama.cpp's, argmax agreement within 0.05.
+func noFurtherThanLlamaCpp(t *testing.T, label string, ours, theirs, truth []float32, vocab int) {
+	t.Helper()
+	a, aa := closeness(ours, truth, vocab)
+	b, ba := closeness(theirs, truth, vocab)
+	t.Logf("%s: mean |Δ| govllm %.4f, llama.cpp %.4f; argmax agreement %.3f vs %.3f", label, a, b, aa, ba)
+	if a > 1.05*b || aa < ba-0.05 {
+		t.Errorf("%s: govllm (mean |Δ| %.4f, argmax %.3f) is further from transformers than llama.cpp (%.4f, %.3f)", label, a, aa, b, ba)
+	}
+}
+
 // TestGGUFFilesFromLlamaCpp loads every GGUF file llama.cpp's converter
 // wrote: float files must match transformers to 1e-3; quantized ones must
 // be at least as close to transformers as llama.cpp's own logits on the
@@ -75,16 +88,10 @@ func TestGGUFFilesFromLlamaCpp(t *testing.T) {
 				ours, theirs, truth = append(ours, got...), append(theirs, lc...), append(truth, want...)
 			}
 			if quantized {
-				a, aa := closeness(ours, truth, v)
-				b, ba := closeness(theirs, truth, v)
-				t.Logf("%s, all cases: mean |Δ| govllm %.4f, llama.cpp %.4f; argmax agreement %.3f vs %.3f", filepath.Base(file), a, b, aa, ba)
 				// The integer kernels quantize activations to 8 bits per
 				// block of 32, as llama.cpp does, so the two land at the same
-				// distance from transformers: govllm may not be further by
-				// more than 5% of llama.cpp's distance or 0.05 in agreement.
-				if a > 1.05*b || aa < ba-0.05 {
-					t.Errorf("%s: govllm (mean |Δ| %.4f, argmax %.3f) is further from transformers than llama.cpp (%.4f, %.3f)", filepath.Base(file), a, aa, b, ba)
-				}
+				// distance from transformers.
+				noFurtherThanLlamaCpp(t, filepath.Base(file)+", all cases", ours, theirs, truth, v)
 			}
 		}
 	}

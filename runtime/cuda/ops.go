@@ -378,8 +378,7 @@ const quantGEMVRows = 8
 func matMulQuant(c *Context, m []mat, dt rt.DType, M, N, K int) error {
 	typ, rowBytes := quantTypes[dt], int64(dt.ByteLen(K))
 	mm, nn, kk := int32(M), int32(N), int32(K)
-	if M == 1 && m[1].ptr%16 == 0 {
-		typ := expertTypes[dt]
+	if M == 1 && m[1].ptr%16 == 0 { // load8 numbers the block types as quantTypes does
 		if N >= 32768 {
 			return c.launch("gemv_qr4", (N+31)/32, 256, 0, p(&m[0].ptr), p(&m[1].ptr), p(&m[2].ptr), p(&rowBytes), p(&nn), p(&kk), p(&typ))
 		}
@@ -780,6 +779,9 @@ func (c *Context) expertTables(ex *rt.Experts) (*expertTable, error) {
 	if t, ok := c.experts[ex]; ok {
 		return t, nil
 	}
+	if err := c.flush(); err != nil { // an upload waits: not inside a recording
+		return nil, err
+	}
 	t := &expertTable{}
 	for r, ws := range [3][]*rt.Tensor{ex.Gate, ex.Up, ex.Down} {
 		typ, ok := expertTypes[ws[0].DType()]
@@ -790,9 +792,6 @@ func (c *Context) expertTables(ex *rt.Experts) (*expertTable, error) {
 		ptrs := make([]uint64, len(ws))
 		for e, w := range ws {
 			ptrs[e] = uint64(w.DevicePtr())
-		}
-		if err := c.flush(); err != nil { // an upload waits: not inside a recording
-			return nil, err
 		}
 		if err := check("cuMemAlloc", cuMemAlloc(&t.dev[r], uintptr(8*len(ptrs)))); err != nil {
 			return nil, err
