@@ -206,30 +206,55 @@ func (b *Backend) MatMul(dst, x, w *Tensor) error {
 	c := &check{}
 	ts := []*Tensor{dst, x, w}
 	if nonNil(ts...) {
-		c.f32("dst and x", dst, x)
-		c.rank("x", x, 2)
-		c.rank("w", w, 2)
-		c.rank("dst", dst, 2)
-		c.contiguous("w", w)
-		c.rows("x", x)
-		c.rows("dst", dst)
-		if c.err == nil {
-			if x.shape[1] != w.shape[1] {
-				c.failf(ErrShape, "x has K=%d, w has K=%d", x.shape[1], w.shape[1])
-			}
-			if e, _ := w.dtype.Block(); e == 0 || w.shape[1]%e != 0 {
-				c.failf(ErrDType, "rows of %d are not whole %v blocks", w.shape[1], w.dtype)
-			}
-			if !(dst.shape[0] == x.shape[0] && dst.shape[1] == w.shape[0]) {
-				c.failf(ErrShape, "dst %v, want [%d %d]", dst.shape, x.shape[0], w.shape[0])
-			}
-		}
+		checkMatMul(c, dst, x, w, 1)
 	}
 	dt := DTypeInvalid
 	if w != nil {
 		dt = w.dtype
 	}
 	return run(b, MatMul, dt, c, ts, func(k MatMulKernel) { k(dst, x, w) })
+}
+
+// checkMatMul checks the operands of dst = x·wᵀ, where w has parts
+// matrices of dst's width stacked (matmul 1, matmul_swiglu 2).
+func checkMatMul(c *check, dst, x, w *Tensor, parts int) {
+	c.f32("dst and x", dst, x)
+	c.rank("x", x, 2)
+	c.rank("w", w, 2)
+	c.rank("dst", dst, 2)
+	c.contiguous("w", w)
+	c.rows("x", x)
+	c.rows("dst", dst)
+	if c.err != nil {
+		return
+	}
+	if x.shape[1] != w.shape[1] {
+		c.failf(ErrShape, "x has K=%d, w has K=%d", x.shape[1], w.shape[1])
+	}
+	if e, _ := w.dtype.Block(); e == 0 || w.shape[1]%e != 0 {
+		c.failf(ErrDType, "rows of %d are not whole %v blocks", w.shape[1], w.dtype)
+	}
+	if w.shape[0]%parts != 0 {
+		c.failf(ErrShape, "w has %d rows, not %d parts of one size", w.shape[0], parts)
+	} else if !(dst.shape[0] == x.shape[0] && dst.shape[1] == w.shape[0]/parts) {
+		c.failf(ErrShape, "dst %v, want [%d %d]", dst.shape, x.shape[0], w.shape[0]/parts)
+	}
+}
+
+// MatMulSwiGLU computes dst[M, I] = silu(x·gateᵀ) · (x·upᵀ), where w
+// [2I, K] holds gate's rows and then up's (an MLP's two projections side
+// by side): the projections and the SwiGLU in one op.
+func (b *Backend) MatMulSwiGLU(dst, x, w *Tensor) error {
+	c := &check{}
+	ts := []*Tensor{dst, x, w}
+	if nonNil(ts...) {
+		checkMatMul(c, dst, x, w, 2)
+	}
+	dt := DTypeInvalid
+	if w != nil {
+		dt = w.dtype
+	}
+	return run(b, MatMulSwiGLU, dt, c, ts, func(k MatMulSwiGLUKernel) { k(dst, x, w) })
 }
 
 // elementwise validates dst and srcs as F32 tensors of one shape.
@@ -629,16 +654,37 @@ func checkDeltaRuleRanked(c *check, out, q, k, v, g, beta, state *Tensor, stateR
 	}
 }
 
+// withGating checks p's gating parameters, if any (both, f32 [Hv],
+// contiguous), and adds them to the operands ts, for the placement check.
+func withGating(c *check, ts []*Tensor, v *Tensor, p DeltaRuleParams) []*Tensor {
+	if p.ALog == nil && p.DtBias == nil {
+		return ts
+	}
+	if p.ALog == nil || p.DtBias == nil {
+		c.failf(ErrShape, "gating in the delta rule needs both A_log and dt_bias")
+		return ts
+	}
+	c.f32("A_log and dt_bias", p.ALog, p.DtBias)
+	c.contiguous("A_log", p.ALog)
+	c.contiguous("dt_bias", p.DtBias)
+	if c.err == nil && !(p.ALog.Len() == v.shape[1] && p.DtBias.Len() == v.shape[1]) {
+		c.failf(ErrShape, "A_log %v and dt_bias %v for %d value heads", p.ALog.shape, p.DtBias.shape, v.shape[1])
+	}
+	return append(ts, p.ALog, p.DtBias)
+}
+
 // DeltaRuleSlots is DeltaRuleRecurrent over one token of each of several
 // sequences: row i continues from, and advances, states[slots[i]].
 func (b *Backend) DeltaRuleSlots(out, q, k, v, g, beta, states *Tensor, slots []int32, p DeltaRuleParams) error {
 	c := &check{}
-	ts := []*Tensor{out, q, k, v, g, beta, states}
+	var room [9]*Tensor // the gating parameters join ts without an allocation
+	ts := append(room[:0], out, q, k, v, g, beta, states)
 	if nonNil(ts...) {
 		checkDeltaRuleRanked(c, out, q, k, v, g, beta, states, 4)
 		if c.err == nil {
 			checkSlots(c, slots, q.shape[0], states)
 		}
+		ts = withGating(c, ts, v, p)
 	}
 	return run(b, DeltaRuleSlots, F32, c, ts, func(kern DeltaRuleSlotsKernel) { kern(out, q, k, v, g, beta, states, slots, p) })
 }
@@ -646,12 +692,14 @@ func (b *Backend) DeltaRuleSlots(out, q, k, v, g, beta, states *Tensor, slots []
 // DeltaRuleChunked runs the gated delta rule over a sequence in chunks.
 func (b *Backend) DeltaRuleChunked(out, q, k, v, g, beta, state *Tensor, p DeltaRuleParams) error {
 	c := &check{}
-	ts := []*Tensor{out, q, k, v, g, beta, state}
+	var room [9]*Tensor
+	ts := append(room[:0], out, q, k, v, g, beta, state)
 	if nonNil(ts...) {
 		checkDeltaRule(c, out, q, k, v, g, beta, state)
 		if p.Chunk <= 0 {
 			c.failf(ErrShape, "chunk length %d", p.Chunk)
 		}
+		ts = withGating(c, ts, v, p)
 	}
 	return run(b, DeltaRuleChunked, F32, c, ts, func(kern DeltaRuleChunkedKernel) { kern(out, q, k, v, g, beta, state, p) })
 }
@@ -659,9 +707,11 @@ func (b *Backend) DeltaRuleChunked(out, q, k, v, g, beta, state *Tensor, p Delta
 // DeltaRuleRecurrent runs the gated delta rule one token at a time.
 func (b *Backend) DeltaRuleRecurrent(out, q, k, v, g, beta, state *Tensor, p DeltaRuleParams) error {
 	c := &check{}
-	ts := []*Tensor{out, q, k, v, g, beta, state}
+	var room [9]*Tensor
+	ts := append(room[:0], out, q, k, v, g, beta, state)
 	if nonNil(ts...) {
 		checkDeltaRule(c, out, q, k, v, g, beta, state)
+		ts = withGating(c, ts, v, p)
 	}
 	return run(b, DeltaRuleRecurrent, F32, c, ts, func(kern DeltaRuleRecurrentKernel) { kern(out, q, k, v, g, beta, state, p) })
 }

@@ -24,6 +24,10 @@ type (
 	GatedRMSNormKernel func(dst, x, z, w *Tensor, eps float32)
 	// SiLUKernel computes dst = x · sigmoid(x).
 	SiLUKernel func(dst, x *Tensor)
+	// MatMulSwiGLUKernel computes dst[M, I] = silu(x·gateᵀ) · (x·upᵀ) for
+	// w [2I, K] holding gate's rows then up's: an MLP's gate and up
+	// projections and its SwiGLU in one op.
+	MatMulSwiGLUKernel func(dst, x, w *Tensor)
 	// SwiGLUKernel computes dst = silu(gate) · up.
 	SwiGLUKernel func(dst, gate, up *Tensor)
 	// SigmoidMulKernel computes dst = x · sigmoid(gate); a gate row of one
@@ -99,6 +103,11 @@ type DeltaRuleParams struct {
 	// head's row by its L2 norm first (eps under the root), as vLLM's
 	// use_qk_l2norm_in_kernel: one pass less than an L2Norm op before it.
 	QKNormEps float32
+	// ALog and DtBias ([Hv] each), when set: g and beta come as the raw a
+	// and b projections, and the kernel gates them as it reads them, as
+	// GDNGating would (vLLM's fused_sigmoid_gating_delta_rule_update): a
+	// launch and a pass over g and β less.
+	ALog, DtBias *Tensor
 }
 
 // PreambleParams are the scalars of the fused attention preamble.
@@ -112,6 +121,7 @@ type PreambleParams struct {
 var (
 	Embedding          = Def[EmbeddingKernel]{OpEmbedding}
 	MatMul             = Def[MatMulKernel]{OpMatMul}
+	MatMulSwiGLU       = Def[MatMulSwiGLUKernel]{OpMatMulSwiGLU}
 	Add                = Def[AddKernel]{OpAdd}
 	RMSNorm            = Def[RMSNormKernel]{OpRMSNorm}
 	RMSNormOffset      = Def[RMSNormKernel]{OpRMSNormOffset}

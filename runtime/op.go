@@ -33,6 +33,7 @@ const (
 	OpDeltaRuleSlots                 // delta_rule_slots
 	OpAddRMSNormOffset               // add_rms_norm_offset
 	OpMoEExperts                     // moe_experts
+	OpMatMulSwiGLU                   // matmul_swiglu
 	opCount
 )
 

@@ -60,7 +60,8 @@ func (n *DeltaNet) forward(be *rt.Backend, c *Config, out, x *rt.Tensor, cache *
 	// rule normalise them as it reads them (a launch less); over a prompt
 	// one L2Norm first is faster, as the rule's loop over tokens is serial.
 	qk := ar.Reshape(ar.Slice(mixed, 1, 0, 2*kd), t, 2*hk, dk)
-	params := rt.DeltaRuleParams{Chunk: chunkLen, TiledHeads: c.TiledVHeads, QKNormEps: 1e-6}
+	// The rule gates the raw a and b projections as it reads them.
+	params := rt.DeltaRuleParams{Chunk: chunkLen, TiledHeads: c.TiledVHeads, QKNormEps: 1e-6, ALog: n.ALog, DtBias: n.DtBias}
 	if t > len(b.seqs) {
 		if err := be.L2Norm(qk, qk, params.QKNormEps); err != nil {
 			return err
@@ -69,10 +70,7 @@ func (n *DeltaNet) forward(be *rt.Backend, c *Config, out, x *rt.Tensor, cache *
 	}
 	q, k := ar.Slice(qk, 1, 0, hk), ar.Slice(qk, 1, hk, 2*hk)
 	vView := ar.Slice(mixed, 1, 2*kd, 2*kd+vd)
-	g, beta := ar.New(rt.F32, t, hv), ar.New(rt.F32, t, hv)
-	if err := be.GDNGating(g, beta, aIn, bIn, n.ALog, n.DtBias); err != nil {
-		return err
-	}
+	g, beta := aIn, bIn
 	core := ar.New(rt.F32, t, hv, dv)
 	v := ar.Reshape(vView, t, hv, dv)
 	if b.decode {

@@ -15,8 +15,17 @@ func bindMLP(b *binder, prefix string, hidden, inter int) *MLP {
 	}
 }
 
-// forward writes the block's output for x [T, H] into out [T, H].
+// forward writes the block's output for x [T, H] into out [T, H]. Where
+// gate and up are one weight, one op runs both and the SwiGLU (a decode
+// step's GEMV writes silu(g)·u directly).
 func (m *MLP) forward(be *rt.Backend, ar *rt.Arena, out, x *rt.Tensor) error {
+	if m.GateUp.Fused != nil {
+		h := ar.New(rt.F32, x.Dim(0), m.GateUp.Rows[0])
+		if err := be.MatMulSwiGLU(h, x, m.GateUp.Fused); err != nil {
+			return err
+		}
+		return be.MatMul(out, h, m.Down)
+	}
 	gu, err := m.GateUp.forward(be, ar, x)
 	if err != nil {
 		return err

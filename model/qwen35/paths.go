@@ -13,11 +13,11 @@ import (
 // for want of a kernel.
 var pathOps = map[string][]rt.OpID{
 	"embedding":           {rt.OpEmbedding},
-	"deltanet":            {rt.OpMatMul, rt.OpConv1dCausal, rt.OpL2Norm, rt.OpGDNGating, rt.OpDeltaRuleChunked, rt.OpDeltaRuleRecurrent, rt.OpConv1dSlots, rt.OpDeltaRuleSlots, rt.OpGatedRMSNorm},
+	"deltanet":            {rt.OpMatMul, rt.OpConv1dCausal, rt.OpL2Norm, rt.OpDeltaRuleChunked, rt.OpDeltaRuleRecurrent, rt.OpConv1dSlots, rt.OpDeltaRuleSlots, rt.OpGatedRMSNorm},
 	"attention.fused":     {rt.OpMatMul, rt.OpAttnPreamble, rt.OpKVWrite, rt.OpAttention, rt.OpSigmoidMul},
 	"attention.composite": {rt.OpMatMul, rt.OpSplitQueryGate, rt.OpRMSNormOffset, rt.OpRoPENeoX, rt.OpKVWrite, rt.OpAttention, rt.OpSigmoidMul},
-	"mlp":                 {rt.OpMatMul, rt.OpSwiGLU},
-	"moe":                 {rt.OpMatMul, rt.OpSwiGLU, rt.OpSigmoidMul, rt.OpAdd},
+	"mlp":                 {rt.OpMatMul, rt.OpMatMulSwiGLU, rt.OpSwiGLU},
+	"moe":                 {rt.OpMatMul, rt.OpMatMulSwiGLU, rt.OpSwiGLU, rt.OpSigmoidMul, rt.OpAdd},
 	"moe.experts":         {rt.OpMoEExperts},
 	"decoder":             {rt.OpRMSNormOffset, rt.OpAddRMSNormOffset, rt.OpAdd},
 	"lm_head":             {rt.OpAddRMSNormOffset, rt.OpGatherRows, rt.OpMatMul},
@@ -30,7 +30,7 @@ func paths(dtypes map[string]map[rt.DType]bool) []rt.Path {
 	for _, name := range slices.Sorted(maps.Keys(dtypes)) {
 		p := rt.Path{Name: name}
 		for _, op := range pathOps[name] {
-			if op == rt.OpMatMul || op == rt.OpEmbedding || op == rt.OpMoEExperts {
+			if op == rt.OpMatMul || op == rt.OpMatMulSwiGLU || op == rt.OpEmbedding || op == rt.OpMoEExperts {
 				for _, dt := range rt.DTypes {
 					if dtypes[name][dt] {
 						p.Needs = append(p.Needs, rt.Requirement{Op: op, DType: dt})

@@ -5,6 +5,7 @@ import (
 	"math"
 	"math/rand/v2"
 	"slices"
+	"strings"
 	"testing"
 
 	rt "github.com/govllm/govllm/runtime"
@@ -648,5 +649,93 @@ func TestDeltaRuleNormalisesQK(t *testing.T) {
 	must(t, be.DeltaRuleSlots(outC, rows(qn), rows(kn), rows(v), rows(g), rows(beta), stC, slots, plain))
 	if d := maxDiff(outF.F32(), outC.F32()) + maxDiff(stF.F32(), stC.F32()); d != 0 {
 		t.Errorf("slots: differ by %g", d)
+	}
+}
+
+// TestDeltaRuleGates checks the delta rule that gates the raw a and b
+// projections as it reads them against the chain it replaces, GDNGating
+// then the rule, in each of its forms, and that both gating parameters
+// are required.
+func TestDeltaRuleGates(t *testing.T) {
+	be := backend(t)
+	rng := rand.New(rand.NewPCG(23, 24))
+	const T, hk, hv, dk, dv, S = 9, 2, 4, 16, 8, 3
+	q, k, v := random(rng, 1, T, hk, dk), random(rng, 1, T, hk, dk), random(rng, 1, T, hv, dv)
+	a, b := random(rng, 3, T, hv), random(rng, 3, T, hv)
+	aLog, dtBias := random(rng, 1, hv), random(rng, 1, hv)
+	aLog.F32()[0], a.F32()[1] = 0, 30 // softplus's linear branch too
+	g, beta := rt.New(rt.F32, T, hv), rt.New(rt.F32, T, hv)
+	must(t, be.GDNGating(g, beta, a, b, aLog, dtBias))
+	state := random(rng, 0.1, hv, dk, dv)
+	fused := rt.DeltaRuleParams{Chunk: 4, QKNormEps: 1e-6, ALog: aLog, DtBias: dtBias}
+	plain := rt.DeltaRuleParams{Chunk: 4, QKNormEps: 1e-6}
+	type form func(out, g, beta, state *rt.Tensor, p rt.DeltaRuleParams) error
+	forms := map[string]form{
+		"recurrent": func(out, g, beta, st *rt.Tensor, p rt.DeltaRuleParams) error {
+			return be.DeltaRuleRecurrent(out, q, k, v, g, beta, st, p)
+		},
+		"chunked": func(out, g, beta, st *rt.Tensor, p rt.DeltaRuleParams) error {
+			return be.DeltaRuleChunked(out, q, k, v, g, beta, st, p)
+		},
+	}
+	for name, f := range forms {
+		outF, outC := rt.New(rt.F32, T, hv, dv), rt.New(rt.F32, T, hv, dv)
+		stF, stC := clone(state), clone(state)
+		must(t, f(outF, a, b, stF, fused))
+		must(t, f(outC, g, beta, stC, plain))
+		if d := maxDiff(outF.F32(), outC.F32()) + maxDiff(stF.F32(), stC.F32()); d != 0 {
+			t.Errorf("%s: differs from the chain by %g", name, d)
+		}
+	}
+	slots := []int32{2, 0, 1}
+	rows := func(x *rt.Tensor) *rt.Tensor { r, _ := x.Slice(0, 0, len(slots)); return r }
+	states := random(rng, 0.1, S, hv, dk, dv)
+	stF, stC := clone(states), clone(states)
+	outF, outC := rt.New(rt.F32, len(slots), hv, dv), rt.New(rt.F32, len(slots), hv, dv)
+	must(t, be.DeltaRuleSlots(outF, rows(q), rows(k), rows(v), rows(a), rows(b), stF, slots, fused))
+	must(t, be.DeltaRuleSlots(outC, rows(q), rows(k), rows(v), rows(g), rows(beta), stC, slots, plain))
+	if d := maxDiff(outF.F32(), outC.F32()) + maxDiff(stF.F32(), stC.F32()); d != 0 {
+		t.Errorf("slots: differs from the chain by %g", d)
+	}
+	out, st := rt.New(rt.F32, T, hv, dv), clone(state)
+	half := rt.DeltaRuleParams{Chunk: 4, ALog: aLog}
+	if err := be.DeltaRuleRecurrent(out, q, k, v, a, b, st, half); !errors.Is(err, rt.ErrShape) {
+		t.Errorf("A_log without dt_bias: %v, want a shape error", err)
+	}
+	short := rt.DeltaRuleParams{Chunk: 4, ALog: aLog, DtBias: random(rng, 1, hv-1)}
+	if err := be.DeltaRuleRecurrent(out, q, k, v, a, b, st, short); !errors.Is(err, rt.ErrShape) || !strings.Contains(err.Error(), "dt_bias") {
+		t.Errorf("dt_bias of %d for %d heads: %v, want a shape error naming it", hv-1, hv, err)
+	}
+}
+
+// TestMatMulSwiGLUMatchesChain checks matmul_swiglu against matmul of the
+// stacked gate and up weights then swiglu, and its shape checks.
+func TestMatMulSwiGLUMatchesChain(t *testing.T) {
+	be := backend(t)
+	rng := rand.New(rand.NewPCG(25, 26))
+	const I, K = 37, 256
+	for _, dt := range []rt.DType{rt.F32, rt.BF16, rt.F16, rt.Q8_0, rt.Q4_K, rt.Q6_K} {
+		w, err := quant.Tensor(dt, random(rng, 0.1, 2*I, K).F32(), 2*I, K)
+		must(t, err)
+		for _, M := range []int{1, 4} {
+			x := random(rng, 1, M, K)
+			fused, chain, gu := rt.New(rt.F32, M, I), rt.New(rt.F32, M, I), rt.New(rt.F32, M, 2*I)
+			must(t, be.MatMulSwiGLU(fused, x, w))
+			must(t, be.MatMul(gu, x, w))
+			g, _ := gu.Slice(1, 0, I)
+			u, _ := gu.Slice(1, I, 2*I)
+			must(t, be.SwiGLU(chain, g, u))
+			if d := maxDiff(fused.F32(), chain.F32()); d != 0 {
+				t.Errorf("%v M=%d: differs from the chain by %g", dt, M, d)
+			}
+		}
+	}
+	w, x := random(rng, 0.1, 2*I+1, K), random(rng, 1, 1, K)
+	if err := be.MatMulSwiGLU(rt.New(rt.F32, 1, I), x, w); !errors.Is(err, rt.ErrShape) || !strings.Contains(err.Error(), "2 parts") {
+		t.Errorf("w of %d rows: %v, want a shape error about its parts", 2*I+1, err)
+	}
+	w = random(rng, 0.1, 2*I, K)
+	if err := be.MatMulSwiGLU(rt.New(rt.F32, 1, 2*I), x, w); !errors.Is(err, rt.ErrShape) || !strings.Contains(err.Error(), "matmul_swiglu") {
+		t.Errorf("dst as wide as w: %v, want a shape error naming the op", err)
 	}
 }

@@ -16,6 +16,8 @@ type deltaHead struct {
 	dk, dv       int
 	scale        float32
 	normEps      float32 // > 0: q and k rows are normalised on reading
+	gated        bool    // g and beta are raw a and b, gated on reading
+	aLog, dtBias float32 // head h's gating parameters
 }
 
 func newDeltaHead(out, q, k, v, g, beta, state *rt.Tensor, h int, p rt.DeltaRuleParams) deltaHead {
@@ -25,12 +27,16 @@ func newDeltaHead(out, q, k, v, g, beta, state *rt.Tensor, h int, p rt.DeltaRule
 	if p.TiledHeads {
 		kh = h % hk
 	}
-	return deltaHead{
+	d := deltaHead{
 		q: q, k: k, v: v, out: out, g: g, beta: beta,
 		h: h, kh: kh, dk: dk, dv: dv, normEps: p.QKNormEps,
 		s:     state.F32()[h*dk*dv : (h+1)*dk*dv],
 		scale: float32(1 / math.Sqrt(float64(dk))),
 	}
+	if p.ALog != nil {
+		d.gated, d.aLog, d.dtBias = true, p.ALog.F32()[h], p.DtBias.F32()[h]
+	}
+	return d
 }
 
 func (d *deltaHead) qRow(t int) []float32 { return row(d.q, t*d.q.Dim(1)+d.kh) }
@@ -46,8 +52,22 @@ func (d *deltaHead) normed(x, buf []float32) []float32 {
 }
 func (d *deltaHead) vRow(t int) []float32 { return row(d.v, t*d.v.Dim(1)+d.h) }
 func (d *deltaHead) oRow(t int) []float32 { return row(d.out, t*d.out.Dim(1)+d.h) }
-func (d *deltaHead) gAt(t int) float32    { return row(d.g, t)[d.h] }
-func (d *deltaHead) bAt(t int) float32    { return row(d.beta, t)[d.h] }
+
+// gAt and bAt are token t's log-decay g and β, gated here from a and b
+// where the call carries the gating (the same arithmetic as gdnGating).
+func (d *deltaHead) gAt(t int) float32 {
+	if d.gated {
+		return gdnDecay(row(d.g, t)[d.h], d.aLog, d.dtBias)
+	}
+	return row(d.g, t)[d.h]
+}
+
+func (d *deltaHead) bAt(t int) float32 {
+	if d.gated {
+		return sigmoid(row(d.beta, t)[d.h])
+	}
+	return row(d.beta, t)[d.h]
+}
 
 // deltaRuleRecurrent: per token, S ← S·exp(g); δ = β(v − Sᵀk); S ← S + k⊗δ;
 // out = Sᵀ(q·scale).

@@ -157,12 +157,18 @@ func softplus(x float32) float32 {
 	return float32(math.Log1p(math.Exp(float64(x))))
 }
 
+// gdnDecay is the DeltaNet's log-decay of a head from its projection a:
+// -exp(A_log) · softplus(a + dt_bias).
+func gdnDecay(a, aLog, dtBias float32) float32 {
+	return -float32(math.Exp(float64(aLog))) * softplus(a+dtBias)
+}
+
 func gdnGating(g, beta, a, b, aLog, dtBias *rt.Tensor) {
 	args := rowArgs{dst: g, a: beta, b: a, c: b, w: aLog.F32()[:aLog.Len()], w2: dtBias.F32()[:dtBias.Len()]}
 	eachRow(g, args, func(o *rowArgs, r int) {
 		gr, br, ar, bi := row(o.dst, r), row(o.a, r), row(o.b, r), row(o.c, r)
 		for h := range gr {
-			gr[h] = -float32(math.Exp(float64(o.w[h]))) * softplus(ar[h]+o.w2[h])
+			gr[h] = gdnDecay(ar[h], o.w[h], o.w2[h])
 			br[h] = sigmoid(bi[h])
 		}
 	})

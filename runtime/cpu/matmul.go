@@ -39,3 +39,19 @@ func embedding(dst, table *rt.Tensor, ids []int32) {
 		putF32(buf)
 	})
 }
+
+// matMulSwiGLU is the chain the op stands for: x·wᵀ into scratch, then
+// silu of its gate half times its up half.
+func matMulSwiGLU(dst, x, w *rt.Tensor) {
+	m, n := dst.Dim(0), dst.Dim(1)
+	buf := getF32(m * 2 * n)
+	defer putF32(buf)
+	gu, err := rt.FromF32(buf.f, m, 2*n)
+	if err != nil {
+		panic(err) // the buffer holds m·2n floats
+	}
+	matMul(gu, x, w)
+	gate, _ := gu.Slice(1, 0, n)
+	up, _ := gu.Slice(1, n, 2*n)
+	swiGLU(dst, gate, up)
+}

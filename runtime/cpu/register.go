@@ -16,6 +16,9 @@ func Register(reg *rt.Registry) error {
 		rt.Register(reg, rt.MatMul, rt.CPU, rt.F32, Provider, matMul),
 		rt.Register(reg, rt.MatMul, rt.CPU, rt.BF16, Provider, matMul),
 		rt.Register(reg, rt.MatMul, rt.CPU, rt.F16, Provider, matMul),
+		rt.Register(reg, rt.MatMulSwiGLU, rt.CPU, rt.F32, Provider, matMulSwiGLU),
+		rt.Register(reg, rt.MatMulSwiGLU, rt.CPU, rt.BF16, Provider, matMulSwiGLU),
+		rt.Register(reg, rt.MatMulSwiGLU, rt.CPU, rt.F16, Provider, matMulSwiGLU),
 		rt.Register(reg, rt.MoEExperts, rt.CPU, rt.F32, Provider, moeExperts),
 		rt.Register(reg, rt.MoEExperts, rt.CPU, rt.BF16, Provider, moeExperts),
 		rt.Register(reg, rt.MoEExperts, rt.CPU, rt.F16, Provider, moeExperts),
@@ -44,7 +47,7 @@ func Register(reg *rt.Registry) error {
 	for _, dt := range rt.DTypes {
 		if dt.Quantized() {
 			regs = append(regs, rt.Register(reg, rt.Embedding, rt.CPU, dt, Provider, embedding), rt.Register(reg, rt.MatMul, rt.CPU, dt, Provider, matMul),
-				rt.Register(reg, rt.MoEExperts, rt.CPU, dt, Provider, moeExperts))
+				rt.Register(reg, rt.MatMulSwiGLU, rt.CPU, dt, Provider, matMulSwiGLU), rt.Register(reg, rt.MoEExperts, rt.CPU, dt, Provider, moeExperts))
 		}
 	}
 	for _, err := range regs {

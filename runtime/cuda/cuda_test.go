@@ -220,7 +220,8 @@ func TestDeltaNetOpsAgreeWithCPU(t *testing.T) {
 			return c
 		}
 		s1, s2, s3 := clone(s0), clone(s0), clone(s0)
-		// The fused forms take q and k as they are and normalise them.
+		// The fused forms take q and k as they are and normalise them, and
+		// a and b as they are and gate them.
 		qRaw, kRaw := clone(q), clone(k)
 		recFused, chunkedFused := rt.New(rt.F32, T, hv, dv), rt.New(rt.F32, T, hv, dv)
 		p.both(func(be *rt.Backend, d func(*rt.Tensor) *rt.Tensor) error {
@@ -242,17 +243,17 @@ func TestDeltaNetOpsAgreeWithCPU(t *testing.T) {
 			return be.DeltaRuleChunked(d(chunked), d(q), d(k), d(v), d(g), d(beta), d(s1), rt.DeltaRuleParams{Chunk: 64, TiledHeads: true})
 		})
 		p.both(func(be *rt.Backend, d func(*rt.Tensor) *rt.Tensor) error {
-			fused := rt.DeltaRuleParams{Chunk: 64, QKNormEps: 1e-6}
-			if err := be.DeltaRuleRecurrent(d(recFused), d(qRaw), d(kRaw), d(v), d(g), d(beta), d(s2), fused); err != nil {
+			fused := rt.DeltaRuleParams{Chunk: 64, QKNormEps: 1e-6, ALog: d(alog), DtBias: d(dtb)}
+			if err := be.DeltaRuleRecurrent(d(recFused), d(qRaw), d(kRaw), d(v), d(a), d(b), d(s2), fused); err != nil {
 				return err
 			}
 			fused.TiledHeads = true
-			return be.DeltaRuleChunked(d(chunkedFused), d(qRaw), d(kRaw), d(v), d(g), d(beta), d(s3), fused)
+			return be.DeltaRuleChunked(d(chunkedFused), d(qRaw), d(kRaw), d(v), d(a), d(b), d(s3), fused)
 		})
 		p.same(1e-4, conv, state, g, beta, rec, s0, chunked, s1, recFused, s2, chunkedFused, s3)
 		for _, c := range [][2]*rt.Tensor{{recFused, rec}, {s2, s0}, {chunkedFused, chunked}, {s3, s1}} {
 			if d, _ := oracle.MaxDiff(c[0].F32(), c[1].F32()); d != 0 {
-				t.Errorf("T=%d: on the CPU the delta rule normalising q and k differs from L2Norm then the rule by %g", T, d)
+				t.Errorf("T=%d: on the CPU the delta rule normalising q and k and gating differs from L2Norm, GDNGating and the rule by %g", T, d)
 			}
 		}
 	}
@@ -311,6 +312,14 @@ func TestSlotOpsAgreeWithCPU(t *testing.T) {
 		return be.DeltaRuleSlots(d(out), d(q), d(k), d(v), d(g), d(beta), d(states), slots, rt.DeltaRuleParams{TiledHeads: true})
 	})
 	p.same(1e-4, conv, convStates, out, states)
+	// The model's decode form: q and k normalised and a and b gated in the rule.
+	a, b, alog, dtb := p.random(1, n, hv), p.random(1, n, hv), p.random(0.5, hv), p.random(0.5, hv)
+	out = rt.New(rt.F32, n, hv, dv)
+	p.both(func(be *rt.Backend, d func(*rt.Tensor) *rt.Tensor) error {
+		fused := rt.DeltaRuleParams{QKNormEps: 1e-6, ALog: d(alog), DtBias: d(dtb)}
+		return be.DeltaRuleSlots(d(out), d(q), d(k), d(v), d(a), d(b), d(states), slots, fused)
+	})
+	p.same(1e-4, out, states)
 }
 
 func TestMatMulAndEmbeddingAgreeWithCPU(t *testing.T) {
@@ -394,6 +403,50 @@ func TestQuantizedMatMulAgreesWithCPU(t *testing.T) {
 		x, out := p.random(1, 1, bigK), rt.New(rt.F32, 1, bigN)
 		p.both(func(be *rt.Backend, d func(*rt.Tensor) *rt.Tensor) error { return be.MatMul(d(out), d(x), d(big)) })
 		p.same(2e-2, out)
+	}
+}
+
+// TestMatMulSwiGLUMatchesChain runs matmul_swiglu against the chain it
+// replaces (matmul of the stacked gate and up, then swiglu): on the GPU
+// bit for bit at one row (the fused GEMV sums each row as the plain one
+// does; more rows run the chain itself), and against the CPU.
+func TestMatMulSwiGLUMatchesChain(t *testing.T) {
+	p := newPair(t)
+	for _, dt := range []rt.DType{rt.F32, rt.BF16, rt.F16, rt.Q8_0, rt.Q4_K, rt.Q6_K} {
+		for _, shape := range [][2]int{{301, 512}, {1024, 1024}} { // an odd I leaves a warp one row
+			I, K := shape[0], shape[1]
+			w, err := quant.Tensor(dt, p.random(0.05, 2*I, K).F32()[:2*I*K], 2*I, K)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, M := range []int{1, 5} {
+				x := p.random(1, M, K)
+				fused, chain, gu := rt.New(rt.F32, M, I), rt.New(rt.F32, M, I), rt.New(rt.F32, M, 2*I)
+				p.both(func(be *rt.Backend, d func(*rt.Tensor) *rt.Tensor) error {
+					if err := be.MatMulSwiGLU(d(fused), d(x), d(w)); err != nil {
+						return err
+					}
+					if err := be.MatMul(d(gu), d(x), d(w)); err != nil {
+						return err
+					}
+					g, _ := d(gu).Slice(1, 0, I)
+					u, _ := d(gu).Slice(1, I, 2*I)
+					return be.SwiGLU(d(chain), g, u)
+				})
+				p.t.Logf("%v I=%d K=%d M=%d", dt, I, K, M)
+				p.same(2e-2, fused) // the CPU quantises x to 8 bits for block types
+				got, want := rt.New(rt.F32, M, I), rt.New(rt.F32, M, I)
+				if err := p.ctx.Download(got, p.d(fused)); err != nil {
+					t.Fatal(err)
+				}
+				if err := p.ctx.Download(want, p.d(chain)); err != nil {
+					t.Fatal(err)
+				}
+				if d, _ := oracle.MaxDiff(got.F32(), want.F32()); d != 0 {
+					t.Errorf("%v I=%d M=%d: on the GPU matmul_swiglu differs from matmul then swiglu by %g", dt, I, M, d)
+				}
+			}
+		}
 	}
 }
 

@@ -53,6 +53,15 @@ __device__ float block_sum(float v) {
 
 __device__ __forceinline__ float sigmoidf_(float x) { return 1.f / (1.f + expf(-x)); }
 
+// gdn_gate turns a head's raw a and b into its log-decay g = -exp(aLog) ·
+// softplus(a + dtBias) and β = sigmoid(b), in place.
+__device__ __forceinline__ void gdn_gate(float* a, float* b, float alog, float dtb) {
+    float x = *a + dtb;
+    float sp = x > 20.f ? x : log1pf(expf(x)); // torch's threshold: linear above it
+    *a = -expf(alog) * sp;
+    *b = sigmoidf_(*b);
+}
+
 // Programmatic dependent launch (Hopper): a kernel of a graph may start
 // while the one before it finishes; it waits here, before touching memory,
 // until that one has completed and its writes are visible, and lets the
@@ -229,10 +238,10 @@ __global__ void gdn_gating_f32(float* g, i64 sg, float* beta, i64 sbeta, const f
     DEPEND();
     i64 r = blockIdx.x;
     for (int h = threadIdx.x; h < heads; h += blockDim.x) {
-        float x = a[r * sa + h] + dtb[h];
-        float sp = x > 20.f ? x : log1pf(expf(x));
-        g[r * sg + h] = -expf(alog[h]) * sp;
-        beta[r * sbeta + h] = sigmoidf_(b[r * sb + h]);
+        float gv = a[r * sa + h], bv = b[r * sb + h];
+        gdn_gate(&gv, &bv, alog[h], dtb[h]);
+        g[r * sg + h] = gv;
+        beta[r * sbeta + h] = bv;
     }
 }
 
@@ -364,6 +373,62 @@ __global__ void gemv_16(float* d, const float* x, const u16* w, int N, int K, in
             float s = 0.f;
             for (int j = 0; j < split; j++) s += part[warp + j][lane];
             d[n0 + lane] = s;
+        }
+        __syncthreads(); // part is written again by the next block's warps
+    }
+}
+
+// gemv_16_glu: gemv_16 for w = [gate; up] of glu rows each (rows 4),
+// writing d[i] = silu(gate_i·x)·(up_i·x): a warp takes gate rows i, i+1
+// and up rows i, i+1, so that an MLP's SwiGLU needs no kernel of its own.
+// Its own kernel, so that the plain GEMV keeps its registers.
+__global__ void gemv_16_glu(float* d, const float* x, const u16* w, int N, int K, int f16, int split, int rows, int glu) {
+    __shared__ float part[8][4];
+    int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, piece = warp % split;
+    int units = K / 8, per = (units + split - 1) / split;
+    int nblocks = (((N + rows - 1) / rows) * split + 7) / 8;
+    for (int blk = blockIdx.x; blk < nblocks; blk += gridDim.x) {
+        int n0 = (blk * (8 / split) + warp / split) * 2; // the warp's first row of d
+        int u0 = piece * per, u1 = min(units, u0 + per);
+        int live = min(2, glu - n0);
+        if (live <= 0) u1 = u0; // no work, but the block's barrier below
+        const u16* wr[4] = {w + (i64)n0 * K, w + (i64)(n0 + 1) * K, w + (i64)(glu + n0) * K, w + (i64)(glu + n0 + 1) * K};
+        if (blk == blockIdx.x) {
+            for (int r = 0; r < 4; r++)
+                if ((r & 1) < live) prefetch_l2((const char*)(wr[r] + (i64)u0 * 8), (u1 - u0) * 16, lane);
+            DEPEND();
+        }
+        float acc[4] = {0.f, 0.f, 0.f, 0.f};
+#pragma unroll 2
+        for (int i = u0 + lane; i < u1; i += 32) {
+            const float4* xr = (const float4*)(x + (i64)i * 8);
+            float4 a = xr[0], b = xr[1];
+            uint4 q[4];
+#pragma unroll
+            for (int r = 0; r < 4; r++)
+                if ((r & 1) < live) q[r] = ld_stream((const uint4*)wr[r] + i);
+#pragma unroll
+            for (int r = 0; r < 4; r++)
+                if ((r & 1) < live) acc[r] += dot8(q[r], a, b, f16);
+        }
+        float v[4];
+#pragma unroll
+        for (int r = 0; r < 4; r++) {
+            v[r] = warp_sum(acc[r]);
+            if (split > 1 && lane == 0) part[warp][r] = v[r];
+        }
+        if (split == 1) {
+            if (lane == 0)
+                for (int r = 0; r < live; r++) d[n0 + r] = v[r] * sigmoidf_(v[r]) * v[r + 2];
+            continue;
+        }
+        __syncthreads();
+        if (piece == 0) {
+            float s = 0.f;
+            if (lane < 4)
+                for (int j = 0; j < split; j++) s += part[warp + j][lane];
+            float u = __shfl_down_sync(0xffffffffu, s, 2); // the up row of lane's gate row
+            if (lane < live) d[n0 + lane] = s * sigmoidf_(s) * u;
         }
         __syncthreads(); // part is written again by the next block's warps
     }
@@ -579,7 +644,7 @@ __global__ void conv1d_causal_f32(float* d, i64 sd, const float* x, i64 sx, cons
 __device__ __forceinline__ void delta_rule(bool norm, int lanes, float* out, i64 so, i64 so1, const float* q, i64 sq, i64 sq1, const float* k,
                                            i64 sk, i64 sk1, const float* v, i64 sv, i64 sv1, const float* g, i64 sg,
                                            const float* beta, i64 sb, float* state, const int* slots, int T, int hk, int hv,
-                                           int dk, int dv, int tiled, float qkeps) {
+                                           int dk, int dv, int tiled, float qkeps, const float* alog, const float* dtb) {
     extern __shared__ float4 dr_shared4[]; // q'[DR_CHUNK][dk], k[DR_CHUNK][dk], v[DR_CHUNK][cols], e[DR_CHUNK], β[DR_CHUNK]
     int cols = 128 / lanes;
     float* qs = (float*)dr_shared4;
@@ -619,8 +684,10 @@ __device__ __forceinline__ void delta_rule(bool norm, int lanes, float* out, i64
         }
         if (threadIdx.x < n) {
             i64 r = row0 + t0 + threadIdx.x;
-            es[threadIdx.x] = expf(g[r * sg + h]);
-            bs[threadIdx.x] = beta[r * sb + h];
+            float gv = g[r * sg + h], bv = beta[r * sb + h];
+            if (alog) gdn_gate(&gv, &bv, alog[h], dtb[h]); // g and beta are the raw a and b
+            es[threadIdx.x] = expf(gv);
+            bs[threadIdx.x] = bv;
         }
         if (norm) {
             __syncthreads();
@@ -682,8 +749,9 @@ __device__ __forceinline__ void delta_rule(bool norm, int lanes, float* out, i64
 #define DELTA_RULE_PARAMS                                                                                            \
     float *out, i64 so, i64 so1, const float *q, i64 sq, i64 sq1, const float *k, i64 sk, i64 sk1, const float *v,    \
         i64 sv, i64 sv1, const float *g, i64 sg, const float *beta, i64 sb, float *state, const int *slots, int T, int hk, \
-        int hv, int dk, int dv, int tiled, float qkeps
-#define DELTA_RULE_ARGS out, so, so1, q, sq, sq1, k, sk, sk1, v, sv, sv1, g, sg, beta, sb, state, slots, T, hk, hv, dk, dv, tiled, qkeps
+        int hv, int dk, int dv, int tiled, float qkeps, const float *alog, const float *dtb
+#define DELTA_RULE_ARGS \
+    out, so, so1, q, sq, sq1, k, sk, sk1, v, sv, sv1, g, sg, beta, sb, state, slots, T, hk, hv, dk, dv, tiled, qkeps, alog, dtb
 
 __global__ void delta_rule_f32(DELTA_RULE_PARAMS) {
     DEPEND();
@@ -1079,6 +1147,26 @@ __device__ __forceinline__ float silu_(float g) { return g / (1.f + expf(-g)); }
 __global__ void gemv_qr1(float* d, const float* x, const u8* w, i64 rowBytes, int N, int K, int type) {
     gemv_qr_t<1>(d, x, w, rowBytes, N, K, type);
 }
+// gemv_qr_swiglu: d[i] = silu(gate_i·x)·(up_i·x) for w = [gate; up] of
+// glu rows each. A block's warps 0-3 take gate rows i..i+3 and warps 4-7
+// their up rows, a row a warp as in gemv_qr1 (two rows a warp ran 5%
+// slower than gemv_qr1 and swiglu apart), and meet in shared memory.
+__global__ void gemv_qr_swiglu(float* d, const float* x, const u8* w, i64 rowBytes, int glu, int K, int type) {
+    __shared__ float gate[4];
+    int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, i = blockIdx.x * 4 + (warp & 3);
+    const u8* row = w + (i64)(warp < 4 ? i : glu + i) * rowBytes;
+    if (i < glu) prefetch_l2((const char*)row, (int)rowBytes, lane);
+    DEPEND();
+    float o = 0.f;
+    if (i < glu) dot_rows<1, 1>(type, &row, &x, 1, K, lane, &o);
+    if (warp < 4 && lane == 0) gate[warp] = o;
+    __syncthreads();
+    if (warp >= 4 && lane == 0 && i < glu) {
+        float g = gate[warp - 4];
+        d[i] = g * sigmoidf_(g) * o;
+    }
+}
+
 __global__ void gemv_qr4(float* d, const float* x, const u8* w, i64 rowBytes, int N, int K, int type) {
     gemv_qr_t<4>(d, x, w, rowBytes, N, K, type);
 }

@@ -316,38 +316,89 @@ func matMul(dst, x, w *rt.Tensor) {
 		if err != nil {
 			return err
 		}
-		M, N, K := int(m[1].rows), int(m[2].rows), int(m[1].cols)
-		switch w.DType() {
-		case rt.F32:
-			return c.gemm(m[0].ptr, int(m[0].stride), m[1].ptr, cudaR32F, int(m[1].stride), m[2].ptr, cudaR32F, M, N, K)
-		case rt.BF16, rt.F16:
-			if M == 1 && K%8 == 0 && m[1].ptr%16 == 0 && m[2].ptr%16 == 0 {
-				// One row: bound by reading the weight, which the GEMV
-				// kernel does once, with x in f32. (Up to 8 rows in one
-				// GEMV ran at 188 µs where one ran at 54 µs and cuBLAS at
-				// 16 rows at 70 µs on a 128 MiB weight.)
-				var f16 int32
-				if w.DType() == rt.F16 {
-					f16 = 1
-				}
-				nn, kk, rows, split := int32(N), int32(K), int32(gemvRows), gemvSplit(N, K)
-				slots := (N + gemvRows - 1) / gemvRows
-				grid := (slots*int(split) + 7) / 8
-				if r := c.residentBlocks("gemv_16"); r > 0 && grid > r {
-					grid = r // one wave striding over the blocks
-				}
-				return c.launch("gemv_16", grid, 256, 0, p(&m[0].ptr), p(&m[1].ptr), p(&m[2].ptr),
-					p(&nn), p(&kk), p(&f16), p(&split), p(&rows))
+		return c.matMul(m[:3], w.DType(), 0)
+	})
+}
+
+// matMul runs dst = x·wᵀ for m = (dst, x, w). With glu > 0 (one row of x
+// only), w is [gate; up] of glu rows each and the GEMVs write
+// silu(gate·x)·(up·x) instead.
+func (c *Context) matMul(m []mat, dt rt.DType, glu int32) error {
+	M, N, K := int(m[1].rows), int(m[2].rows), int(m[1].cols)
+	switch dt {
+	case rt.F32:
+		return c.gemm(m[0].ptr, int(m[0].stride), m[1].ptr, cudaR32F, int(m[1].stride), m[2].ptr, cudaR32F, M, N, K)
+	case rt.BF16, rt.F16:
+		if gemv16(m, M, K) {
+			// One row: bound by reading the weight, which the GEMV
+			// kernel does once, with x in f32. (Up to 8 rows in one
+			// GEMV ran at 188 µs where one ran at 54 µs and cuBLAS at
+			// 16 rows at 70 µs on a 128 MiB weight.)
+			var f16 int32
+			if dt == rt.F16 {
+				f16 = 1
 			}
-			typ, f16 := int32(cudaR16BF), int32(0)
-			if w.DType() == rt.F16 {
-				typ, f16 = cudaR16F, 1
+			nn, kk, rows, split := int32(N), int32(K), int32(gemvRows), gemvSplit(N, K)
+			slots := (N + gemvRows - 1) / gemvRows // a glu warp takes 2 gate rows and their 2 up rows: as many
+			grid := (slots*int(split) + 7) / 8
+			name := "gemv_16"
+			if glu > 0 {
+				name = "gemv_16_glu"
 			}
-			return c.splitGemm(m[:3], typ, f16, m[2].ptr, M, N, K)
-		case rt.Q8_0, rt.Q4_K, rt.Q6_K:
-			return matMulQuant(c, m[:3], w.DType(), M, N, K)
+			if r := c.residentBlocks(name); r > 0 && grid > r {
+				grid = r // one wave striding over the blocks
+			}
+			if glu > 0 {
+				return c.launch("gemv_16_glu", grid, 256, 0, p(&m[0].ptr), p(&m[1].ptr), p(&m[2].ptr),
+					p(&nn), p(&kk), p(&f16), p(&split), p(&rows), p(&glu))
+			}
+			return c.launch("gemv_16", grid, 256, 0, p(&m[0].ptr), p(&m[1].ptr), p(&m[2].ptr),
+				p(&nn), p(&kk), p(&f16), p(&split), p(&rows))
 		}
-		return fmt.Errorf("no cuda matmul for %v weights", w.DType())
+		typ, f16 := int32(cudaR16BF), int32(0)
+		if dt == rt.F16 {
+			typ, f16 = cudaR16F, 1
+		}
+		return c.splitGemm(m, typ, f16, m[2].ptr, M, N, K)
+	case rt.Q8_0, rt.Q4_K, rt.Q6_K:
+		return matMulQuant(c, m, dt, M, N, K, glu)
+	}
+	return fmt.Errorf("no cuda matmul for %v weights", dt)
+}
+
+// gemv16 says whether a 16-bit matmul takes gemv_16: one row of x, and
+// 16-byte loads.
+func gemv16(m []mat, M, K int) bool {
+	return M == 1 && K%8 == 0 && m[1].ptr%16 == 0 && m[2].ptr%16 == 0
+}
+
+// matMulSwiGLU runs an MLP's gate and up projections and its SwiGLU. One
+// row of x (a decode step) takes a GEMV whose warps compute a gate row and
+// its up row together and write silu(g)·u, a launch and a pass less; more
+// rows, and f32 weights, run the product into scratch and then swiglu.
+func matMulSwiGLU(dst, x, w *rt.Tensor) {
+	kernel(rt.OpMatMulSwiGLU, func(c *Context) error {
+		m, err := mats([]string{"dst", "x", "w"}, dst, x, w)
+		if err != nil {
+			return err
+		}
+		dt, M, I, K := w.DType(), int(m[1].rows), m[0].cols, int(m[1].cols)
+		_, quant := quantTypes[dt]
+		if (dt == rt.BF16 || dt == rt.F16) && gemv16(m[:3], M, K) || quant && quantGEMV1(m[:3], M) {
+			return c.matMul(m[:3], dt, I)
+		}
+		gu, err := c.scratchBytes(12, uintptr(4*M*2*int(I)))
+		if err != nil {
+			return err
+		}
+		prod := m
+		prod[0] = mat{ptr: gu, stride: 2 * int64(I), rows: int32(M), cols: 2 * I}
+		if err := c.matMul(prod[:3], dt, 0); err != nil {
+			return err
+		}
+		up := gu + 4*uintptr(I)
+		return c.launchEach("swiglu_f32", m[0],
+			p(&m[0].ptr), p(&m[0].stride), p(&gu), p(&prod[0].stride), p(&up), p(&prod[0].stride), p(&m[0].cols))
 	})
 }
 
@@ -375,10 +426,17 @@ var quantTypes = map[rt.DType]int32{rt.Q8_0: 0, rt.Q4_K: 1, rt.Q6_K: 2}
 // weight to bf16 for cuBLAS.
 const quantGEMVRows = 8
 
-func matMulQuant(c *Context, m []mat, dt rt.DType, M, N, K int) error {
+// quantGEMV1 says whether a quantized matmul takes gemv_qr: one row of
+// x, 16-byte aligned.
+func quantGEMV1(m []mat, M int) bool { return M == 1 && m[1].ptr%16 == 0 }
+
+func matMulQuant(c *Context, m []mat, dt rt.DType, M, N, K int, glu int32) error {
 	typ, rowBytes := quantTypes[dt], int64(dt.ByteLen(K))
 	mm, nn, kk := int32(M), int32(N), int32(K)
-	if M == 1 && m[1].ptr%16 == 0 { // load8 numbers the block types as quantTypes does
+	if glu > 0 { // load8 numbers the block types as quantTypes does
+		return c.launch("gemv_qr_swiglu", (int(glu)+3)/4, 256, 0, p(&m[0].ptr), p(&m[1].ptr), p(&m[2].ptr), p(&rowBytes), p(&glu), p(&kk), p(&typ))
+	}
+	if quantGEMV1(m, M) {
 		if N >= 32768 {
 			return c.launch("gemv_qr4", (N+31)/32, 256, 0, p(&m[0].ptr), p(&m[1].ptr), p(&m[2].ptr), p(&rowBytes), p(&nn), p(&kk), p(&typ))
 		}
@@ -552,11 +610,15 @@ func deltaRuleLaunch(op rt.OpID, out, q, k, v, g, beta, state *rt.Tensor, slots 
 		}
 		cols := 128 / lanes
 		groups := (int(dv) + cols - 1) / cols
+		var aLog, dtBias uintptr // gating in the kernel (null: g and beta come gated)
+		if dp.ALog != nil {
+			aLog, dtBias = dp.ALog.DevicePtr(), dp.DtBias.DevicePtr()
+		}
 		smem := 4 * deltaChunk * (2*int(dk) + cols + 2) // q', k, v, e, β of a chunk
 		return c.launch2(name, int(hv)*groups, items, 128, smem,
 			p(&rv[0].ptr), p(&rv[0].s0), p(&rv[0].s1), p(&r[0].ptr), p(&r[0].s0), p(&r[0].s1), p(&r[1].ptr), p(&r[1].s0), p(&r[1].s1),
 			p(&rv[1].ptr), p(&rv[1].s0), p(&rv[1].s1), p(&m[0].ptr), p(&m[0].stride), p(&m[1].ptr), p(&m[1].stride), p(&m[2].ptr),
-			p(&dslots), p(&T), p(&hk), p(&hv), p(&dk), p(&dv), p(&tiled), p(&dp.QKNormEps))
+			p(&dslots), p(&T), p(&hk), p(&hv), p(&dk), p(&dv), p(&tiled), p(&dp.QKNormEps), p(&aLog), p(&dtBias))
 	})
 }
 
