@@ -316,44 +316,23 @@ func matMul(dst, x, w *rt.Tensor) {
 		if err != nil {
 			return err
 		}
-		return c.matMul(m[:3], w.DType(), 0)
+		return c.matMul(m[:3], w.DType())
 	})
 }
 
-// matMul runs dst = x·wᵀ for m = (dst, x, w). With glu > 0 (one row of x
-// only), w is [gate; up] of glu rows each and the GEMVs write
-// silu(gate·x)·(up·x) instead.
-func (c *Context) matMul(m []mat, dt rt.DType, glu int32) error {
+// matMul runs dst = x·wᵀ for m = (dst, x, w).
+func (c *Context) matMul(m []mat, dt rt.DType) error {
 	M, N, K := int(m[1].rows), int(m[2].rows), int(m[1].cols)
 	switch dt {
 	case rt.F32:
 		return c.gemm(m[0].ptr, int(m[0].stride), m[1].ptr, cudaR32F, int(m[1].stride), m[2].ptr, cudaR32F, M, N, K)
 	case rt.BF16, rt.F16:
-		if gemv16(m, M, K) {
+		if takesGEMV16(m, M, K) {
 			// One row: bound by reading the weight, which the GEMV
 			// kernel does once, with x in f32. (Up to 8 rows in one
 			// GEMV ran at 188 µs where one ran at 54 µs and cuBLAS at
 			// 16 rows at 70 µs on a 128 MiB weight.)
-			var f16 int32
-			if dt == rt.F16 {
-				f16 = 1
-			}
-			nn, kk, rows, split := int32(N), int32(K), int32(gemvRows), gemvSplit(N, K)
-			slots := (N + gemvRows - 1) / gemvRows // a glu warp takes 2 gate rows and their 2 up rows: as many
-			grid := (slots*int(split) + 7) / 8
-			name := "gemv_16"
-			if glu > 0 {
-				name = "gemv_16_glu"
-			}
-			if r := c.residentBlocks(name); r > 0 && grid > r {
-				grid = r // one wave striding over the blocks
-			}
-			if glu > 0 {
-				return c.launch("gemv_16_glu", grid, 256, 0, p(&m[0].ptr), p(&m[1].ptr), p(&m[2].ptr),
-					p(&nn), p(&kk), p(&f16), p(&split), p(&rows), p(&glu))
-			}
-			return c.launch("gemv_16", grid, 256, 0, p(&m[0].ptr), p(&m[1].ptr), p(&m[2].ptr),
-				p(&nn), p(&kk), p(&f16), p(&split), p(&rows))
+			return c.gemv16(m, dt, 0)
 		}
 		typ, f16 := int32(cudaR16BF), int32(0)
 		if dt == rt.F16 {
@@ -361,14 +340,40 @@ func (c *Context) matMul(m []mat, dt rt.DType, glu int32) error {
 		}
 		return c.splitGemm(m, typ, f16, m[2].ptr, M, N, K)
 	case rt.Q8_0, rt.Q4_K, rt.Q6_K:
-		return matMulQuant(c, m, dt, M, N, K, glu)
+		return matMulQuant(c, m, dt, M, N, K)
 	}
 	return fmt.Errorf("no cuda matmul for %v weights", dt)
 }
 
-// gemv16 says whether a 16-bit matmul takes gemv_16: one row of x, and
+// gemv16 launches gemv_16 for one row of x, or with glu > 0 gemv_16_glu:
+// w is [gate; up] of glu rows each and d gets silu(gate·x)·(up·x).
+func (c *Context) gemv16(m []mat, dt rt.DType, glu int32) error {
+	N, K := int(m[2].rows), int(m[1].cols)
+	var f16 int32
+	if dt == rt.F16 {
+		f16 = 1
+	}
+	nn, kk, rows, split := int32(N), int32(K), int32(gemvRows), gemvSplit(N, K)
+	slots := (N + gemvRows - 1) / gemvRows // a glu warp takes 2 gate rows and their 2 up rows: as many
+	grid := (slots*int(split) + 7) / 8
+	name := "gemv_16"
+	if glu > 0 {
+		name = "gemv_16_glu"
+	}
+	if r := c.residentBlocks(name); r > 0 && grid > r {
+		grid = r // one wave striding over the blocks
+	}
+	if glu > 0 {
+		return c.launch("gemv_16_glu", grid, 256, 0, p(&m[0].ptr), p(&m[1].ptr), p(&m[2].ptr),
+			p(&nn), p(&kk), p(&f16), p(&split), p(&rows), p(&glu))
+	}
+	return c.launch("gemv_16", grid, 256, 0, p(&m[0].ptr), p(&m[1].ptr), p(&m[2].ptr),
+		p(&nn), p(&kk), p(&f16), p(&split), p(&rows))
+}
+
+// takesGEMV16 says whether a 16-bit matmul takes gemv_16: one row of x, and
 // 16-byte loads.
-func gemv16(m []mat, M, K int) bool {
+func takesGEMV16(m []mat, M, K int) bool {
 	return M == 1 && K%8 == 0 && m[1].ptr%16 == 0 && m[2].ptr%16 == 0
 }
 
@@ -383,9 +388,12 @@ func matMulSwiGLU(dst, x, w *rt.Tensor) {
 			return err
 		}
 		dt, M, I, K := w.DType(), int(m[1].rows), m[0].cols, int(m[1].cols)
-		_, quant := quantTypes[dt]
-		if (dt == rt.BF16 || dt == rt.F16) && gemv16(m[:3], M, K) || quant && quantGEMV1(m[:3], M) {
-			return c.matMul(m[:3], dt, I)
+		if typ, quant := quantTypes[dt]; quant && takesGEMVQ(m[:3], M) {
+			rowBytes, kk := int64(dt.ByteLen(K)), int32(K)
+			return c.launch("gemv_qr_swiglu", (int(I)+3)/4, 256, 0, p(&m[0].ptr), p(&m[1].ptr), p(&m[2].ptr), p(&rowBytes), p(&I), p(&kk), p(&typ))
+		}
+		if (dt == rt.BF16 || dt == rt.F16) && takesGEMV16(m[:3], M, K) {
+			return c.gemv16(m[:3], dt, I)
 		}
 		gu, err := c.scratchBytes(12, uintptr(4*M*2*int(I)))
 		if err != nil {
@@ -393,7 +401,7 @@ func matMulSwiGLU(dst, x, w *rt.Tensor) {
 		}
 		prod := m
 		prod[0] = mat{ptr: gu, stride: 2 * int64(I), rows: int32(M), cols: 2 * I}
-		if err := c.matMul(prod[:3], dt, 0); err != nil {
+		if err := c.matMul(prod[:3], dt); err != nil {
 			return err
 		}
 		up := gu + 4*uintptr(I)
@@ -426,17 +434,14 @@ var quantTypes = map[rt.DType]int32{rt.Q8_0: 0, rt.Q4_K: 1, rt.Q6_K: 2}
 // weight to bf16 for cuBLAS.
 const quantGEMVRows = 8
 
-// quantGEMV1 says whether a quantized matmul takes gemv_qr: one row of
+// takesGEMVQ says whether a quantized matmul takes gemv_qr: one row of
 // x, 16-byte aligned.
-func quantGEMV1(m []mat, M int) bool { return M == 1 && m[1].ptr%16 == 0 }
+func takesGEMVQ(m []mat, M int) bool { return M == 1 && m[1].ptr%16 == 0 }
 
-func matMulQuant(c *Context, m []mat, dt rt.DType, M, N, K int, glu int32) error {
+func matMulQuant(c *Context, m []mat, dt rt.DType, M, N, K int) error {
 	typ, rowBytes := quantTypes[dt], int64(dt.ByteLen(K))
 	mm, nn, kk := int32(M), int32(N), int32(K)
-	if glu > 0 { // load8 numbers the block types as quantTypes does
-		return c.launch("gemv_qr_swiglu", (int(glu)+3)/4, 256, 0, p(&m[0].ptr), p(&m[1].ptr), p(&m[2].ptr), p(&rowBytes), p(&glu), p(&kk), p(&typ))
-	}
-	if quantGEMV1(m, M) {
+	if takesGEMVQ(m, M) { // load8 numbers the block types as quantTypes does
 		if N >= 32768 {
 			return c.launch("gemv_qr4", (N+31)/32, 256, 0, p(&m[0].ptr), p(&m[1].ptr), p(&m[2].ptr), p(&rowBytes), p(&nn), p(&kk), p(&typ))
 		}
