@@ -616,39 +616,51 @@ func TestDeltaRuleNormalisesQK(t *testing.T) {
 	qn, kn := clone(q), clone(k)
 	must(t, be.L2Norm(qn, qn, 1e-6))
 	must(t, be.L2Norm(kn, kn, 1e-6))
-	state := random(rng, 0.1, hv, dk, dv)
-	fused := rt.DeltaRuleParams{Chunk: 4, QKNormEps: 1e-6}
-	plain := rt.DeltaRuleParams{Chunk: 4}
-	type form func(out, q, k, state *rt.Tensor, p rt.DeltaRuleParams) error
-	forms := map[string]form{
-		"recurrent": func(out, q, k, st *rt.Tensor, p rt.DeltaRuleParams) error {
-			return be.DeltaRuleRecurrent(out, q, k, v, g, beta, st, p)
+	fused := ruleOperands{q, k, v, g, beta, rt.DeltaRuleParams{Chunk: 4, QKNormEps: 1e-6}}
+	chain := ruleOperands{qn, kn, v, g, beta, rt.DeltaRuleParams{Chunk: 4}}
+	deltaRuleFormsAgree(t, be, random(rng, 0.1, hv, dk, dv), random(rng, 0.1, S, hv, dk, dv), fused, chain)
+}
+
+// ruleOperands are the inputs of a delta rule call besides its state.
+type ruleOperands struct {
+	q, k, v, g, beta *rt.Tensor
+	p                rt.DeltaRuleParams
+}
+
+// deltaRuleFormsAgree runs each form of the delta rule (recurrent and
+// chunked from state, slots over the first rows from states) on a fused
+// and a chained set of operands, and wants outputs and states the same.
+func deltaRuleFormsAgree(t *testing.T, be *rt.Backend, state, states *rt.Tensor, fused, chain ruleOperands) {
+	t.Helper()
+	T, hv, dv := fused.v.Dim(0), fused.v.Dim(1), fused.v.Dim(2)
+	forms := map[string]func(out, st *rt.Tensor, o ruleOperands) error{
+		"recurrent": func(out, st *rt.Tensor, o ruleOperands) error {
+			return be.DeltaRuleRecurrent(out, o.q, o.k, o.v, o.g, o.beta, st, o.p)
 		},
-		"chunked": func(out, q, k, st *rt.Tensor, p rt.DeltaRuleParams) error {
-			return be.DeltaRuleChunked(out, q, k, v, g, beta, st, p)
+		"chunked": func(out, st *rt.Tensor, o ruleOperands) error {
+			return be.DeltaRuleChunked(out, o.q, o.k, o.v, o.g, o.beta, st, o.p)
 		},
-	}
-	for name, f := range forms {
-		outF, outC := rt.New(rt.F32, T, hv, dv), rt.New(rt.F32, T, hv, dv)
-		stF, stC := clone(state), clone(state)
-		must(t, f(outF, q, k, stF, fused))
-		must(t, f(outC, qn, kn, stC, plain))
-		if d := maxDiff(outF.F32(), outC.F32()); d != 0 {
-			t.Errorf("%s: outputs differ by %g", name, d)
-		}
-		if d := maxDiff(stF.F32(), stC.F32()); d != 0 {
-			t.Errorf("%s: states differ by %g", name, d)
-		}
 	}
 	slots := []int32{2, 0, 1}
-	rows := func(x *rt.Tensor) *rt.Tensor { r, _ := x.Slice(0, 0, len(slots)); return r }
-	states := random(rng, 0.1, S, hv, dk, dv)
-	stF, stC := clone(states), clone(states)
-	outF, outC := rt.New(rt.F32, len(slots), hv, dv), rt.New(rt.F32, len(slots), hv, dv)
-	must(t, be.DeltaRuleSlots(outF, rows(q), rows(k), rows(v), rows(g), rows(beta), stF, slots, fused))
-	must(t, be.DeltaRuleSlots(outC, rows(qn), rows(kn), rows(v), rows(g), rows(beta), stC, slots, plain))
-	if d := maxDiff(outF.F32(), outC.F32()) + maxDiff(stF.F32(), stC.F32()); d != 0 {
-		t.Errorf("slots: differ by %g", d)
+	forms["slots"] = func(out, st *rt.Tensor, o ruleOperands) error {
+		rows := func(x *rt.Tensor) *rt.Tensor { r, _ := x.Slice(0, 0, len(slots)); return r }
+		return be.DeltaRuleSlots(rows(out), rows(o.q), rows(o.k), rows(o.v), rows(o.g), rows(o.beta), st, slots, o.p)
+	}
+	for name, f := range forms {
+		st := state
+		if name == "slots" {
+			st = states
+		}
+		outF, outC := rt.New(rt.F32, T, hv, dv), rt.New(rt.F32, T, hv, dv)
+		stF, stC := clone(st), clone(st)
+		must(t, f(outF, stF, fused))
+		must(t, f(outC, stC, chain))
+		if d := maxDiff(outF.F32(), outC.F32()); d != 0 {
+			t.Errorf("%s: outputs differ from the chain by %g", name, d)
+		}
+		if d := maxDiff(stF.F32(), stC.F32()); d != 0 {
+			t.Errorf("%s: states differ from the chain by %g", name, d)
+		}
 	}
 }
 
@@ -667,36 +679,10 @@ func TestDeltaRuleGates(t *testing.T) {
 	g, beta := rt.New(rt.F32, T, hv), rt.New(rt.F32, T, hv)
 	must(t, be.GDNGating(g, beta, a, b, aLog, dtBias))
 	state := random(rng, 0.1, hv, dk, dv)
-	fused := rt.DeltaRuleParams{Chunk: 4, QKNormEps: 1e-6, ALog: aLog, DtBias: dtBias}
-	plain := rt.DeltaRuleParams{Chunk: 4, QKNormEps: 1e-6}
-	type form func(out, g, beta, state *rt.Tensor, p rt.DeltaRuleParams) error
-	forms := map[string]form{
-		"recurrent": func(out, g, beta, st *rt.Tensor, p rt.DeltaRuleParams) error {
-			return be.DeltaRuleRecurrent(out, q, k, v, g, beta, st, p)
-		},
-		"chunked": func(out, g, beta, st *rt.Tensor, p rt.DeltaRuleParams) error {
-			return be.DeltaRuleChunked(out, q, k, v, g, beta, st, p)
-		},
-	}
-	for name, f := range forms {
-		outF, outC := rt.New(rt.F32, T, hv, dv), rt.New(rt.F32, T, hv, dv)
-		stF, stC := clone(state), clone(state)
-		must(t, f(outF, a, b, stF, fused))
-		must(t, f(outC, g, beta, stC, plain))
-		if d := maxDiff(outF.F32(), outC.F32()) + maxDiff(stF.F32(), stC.F32()); d != 0 {
-			t.Errorf("%s: differs from the chain by %g", name, d)
-		}
-	}
-	slots := []int32{2, 0, 1}
-	rows := func(x *rt.Tensor) *rt.Tensor { r, _ := x.Slice(0, 0, len(slots)); return r }
-	states := random(rng, 0.1, S, hv, dk, dv)
-	stF, stC := clone(states), clone(states)
-	outF, outC := rt.New(rt.F32, len(slots), hv, dv), rt.New(rt.F32, len(slots), hv, dv)
-	must(t, be.DeltaRuleSlots(outF, rows(q), rows(k), rows(v), rows(a), rows(b), stF, slots, fused))
-	must(t, be.DeltaRuleSlots(outC, rows(q), rows(k), rows(v), rows(g), rows(beta), stC, slots, plain))
-	if d := maxDiff(outF.F32(), outC.F32()) + maxDiff(stF.F32(), stC.F32()); d != 0 {
-		t.Errorf("slots: differs from the chain by %g", d)
-	}
+	gated := rt.DeltaRuleParams{Chunk: 4, QKNormEps: 1e-6, ALog: aLog, DtBias: dtBias}
+	fused := ruleOperands{q, k, v, a, b, gated}
+	chain := ruleOperands{q, k, v, g, beta, rt.DeltaRuleParams{Chunk: 4, QKNormEps: 1e-6}}
+	deltaRuleFormsAgree(t, be, state, random(rng, 0.1, S, hv, dk, dv), fused, chain)
 	out, st := rt.New(rt.F32, T, hv, dv), clone(state)
 	half := rt.DeltaRuleParams{Chunk: 4, ALog: aLog}
 	if err := be.DeltaRuleRecurrent(out, q, k, v, a, b, st, half); !errors.Is(err, rt.ErrShape) {
