@@ -3,6 +3,8 @@
 // elements); rows have a dense last dimension.
 // No headers: NVRTC does not always ship cuda_bf16.h / cuda_fp16.h, so the
 // 16-bit conversions are written out (bf16) or in PTX (f16).
+// GOVLLM_EMU: tools/cudaemu compiles this file for the CPU; the few lines
+// of PTX have C++ stand-ins there.
 
 typedef long long i64;
 typedef unsigned short u16;
@@ -16,6 +18,12 @@ __device__ __forceinline__ u16 f32_to_bf16(float f) {
     if ((b & 0x7fffffffu) > 0x7f800000u) return (u16)((b >> 16) | 0x40);
     return (u16)((b + 0x7fffu + ((b >> 16) & 1u)) >> 16);
 }
+#ifdef GOVLLM_EMU
+#define f16_to_f32 emu_f16_to_f32
+#define f32_to_f16 emu_f32_to_f16
+#define DYNAMIC_SHARED(T, name) T* name = (T*)emu::block->dynShared
+#else
+#define DYNAMIC_SHARED(T, name) extern __shared__ T name[]
 __device__ __forceinline__ float f16_to_f32(u16 h) {
     float f;
     asm("{.reg .f16 t; mov.b16 t, %1; cvt.f32.f16 %0, t;}" : "=f"(f) : "h"(h));
@@ -26,6 +34,7 @@ __device__ __forceinline__ u16 f32_to_f16(float f) {
     asm("{.reg .f16 t; cvt.rn.f16.f32 t, %1; mov.b16 %0, t;}" : "=h"(h) : "f"(f));
     return h;
 }
+#endif
 
 __device__ __forceinline__ float warp_sum(float v) {
     for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
@@ -83,7 +92,9 @@ __device__ __forceinline__ void gdn_gate(float* a, float* b, float alog, float d
 // writes, before DEPEND(): the weight streams in while the kernel before
 // (whose output is x) finishes.
 __device__ __forceinline__ void prefetch_l2(const char* p, int bytes, int lane) {
+#ifndef GOVLLM_EMU
     for (int off = lane * 128; off < bytes; off += 32 * 128) asm volatile("prefetch.global.L2 [%0];" ::"l"(p + off));
+#endif
 }
 
 extern "C" {
@@ -299,9 +310,13 @@ __global__ void sum_halves(float* d, i64 sd, const float* y, int M, int n) {
 // ld_stream loads 16 bytes that are read once (a weight), bypassing L1 so
 // that it keeps what is read again (x).
 __device__ __forceinline__ uint4 ld_stream(const uint4* p) {
+#ifdef GOVLLM_EMU
+    return *p;
+#else
     uint4 v;
     asm volatile("ld.global.nc.L1::no_allocate.v4.u32 {%0, %1, %2, %3}, [%4];" : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w) : "l"(p));
     return v;
+#endif
 }
 
 // dot8 is the dot product of 8 weights in q (bf16, or f16 where f16 is
@@ -645,7 +660,7 @@ __device__ __forceinline__ void delta_rule(bool norm, int lanes, float* out, i64
                                            i64 sk, i64 sk1, const float* v, i64 sv, i64 sv1, const float* g, i64 sg,
                                            const float* beta, i64 sb, float* state, const int* slots, int T, int hk, int hv,
                                            int dk, int dv, int tiled, float qkeps, const float* alog, const float* dtb) {
-    extern __shared__ float4 dr_shared4[]; // q'[DR_CHUNK][dk], k[DR_CHUNK][dk], v[DR_CHUNK][cols], e[DR_CHUNK], β[DR_CHUNK]
+    DYNAMIC_SHARED(float4, dr_shared4); // q'[DR_CHUNK][dk], k[DR_CHUNK][dk], v[DR_CHUNK][cols], e[DR_CHUNK], β[DR_CHUNK]
     int cols = 128 / lanes;
     float* qs = (float*)dr_shared4;
     float* ks = qs + DR_CHUNK * dk;
@@ -787,7 +802,7 @@ __global__ void delta_rule_narrow_qknorm_f32(DELTA_RULE_PARAMS) {
 __global__ void attention_tile_f32(float* dst, i64 sdst, const float* q, i64 sq, const float* kc, const float* vc,
                                    const int* tiles, const int* tabs, int hq, int hkv, int dim, int bsize, float scale) {
     DEPEND();
-    extern __shared__ float4 shared4[];
+    DYNAMIC_SHARED(float4, shared4);
     int tile = blockIdx.x / hq, h = blockIdx.x % hq, kh = h / (hq / hkv);
     int r0 = tiles[4 * tile], pos0 = tiles[4 * tile + 1], nq = tiles[4 * tile + 2];
     const int* tab = tabs + tiles[4 * tile + 3];
@@ -1387,10 +1402,16 @@ __global__ void moe_combine(float* out, i64 so, const float* y, const float* w, 
 __global__ void spin(i64 ns) {
     DEPEND();
     unsigned long long t0, t;
+#ifdef GOVLLM_EMU
+    t0 = emu::globaltimer();
+    do t = emu::globaltimer();
+    while ((i64)(t - t0) < ns);
+#else
     asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t0));
     do {
         asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
     } while ((i64)(t - t0) < ns);
+#endif
 }
 
 } // extern "C"

@@ -104,3 +104,7 @@ func compileKernels(major, minor int) ([]byte, error) {
 	}
 	return image, nil
 }
+
+// KernelSource is kernels.cu as built in (tools/cudaemu compiles it for the
+// CPU and checks that the binary asks for the same source).
+func KernelSource() string { return kernelSource }
