@@ -71,7 +71,7 @@ struct Worker {
     void* schedSp = nullptr;
     Block blk{};
     std::vector<Fiber> fibers;
-    std::vector<char*> stacks;
+    std::vector<char*> stacks; // their tops
     std::vector<Warp> warps;
     Barrier bar;
     uint64_t progress = 0, roundProgress = ~0ull;
@@ -120,6 +120,18 @@ void next() {
     emu_switch(&f->sp, w->schedSp);
 }
 
+// mapStack maps a fiber's stack with a guard page below it (stacks grow
+// down); it returns the stack's top.
+char* mapStack() {
+    char* p = (char*)mmap(nullptr, stackBytes + pageBytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    if (p == MAP_FAILED) {
+        fprintf(stderr, "cudaemu: mmap of a fiber stack failed\n");
+        abort();
+    }
+    mprotect(p, pageBytes, PROT_NONE);
+    return p + pageBytes + stackBytes;
+}
+
 void yield() { next(); }
 
 void arrive(Barrier& b) {
@@ -159,7 +171,7 @@ bool runBlock(Worker& w, uint3 idx, std::string* why) {
     Block& b = w.blk;
     b.idx = idx;
     int n = (int)(b.dim.x * b.dim.y * b.dim.z);
-    while ((int)w.stacks.size() < n) w.stacks.push_back(mapGuarded(stackBytes) + pageBytes);
+    while ((int)w.stacks.size() < n) w.stacks.push_back(mapStack());
     w.fibers.assign(n, Fiber{});
     int nw = (n + 31) / 32;
     w.warps.assign(nw, Warp{});
@@ -174,7 +186,7 @@ bool runBlock(Worker& w, uint3 idx, std::string* why) {
         // A fresh stack as emu_switch leaves one: six registers, then
         // fiberMain as the return address; at its entry the stack is 8
         // off a 16-byte boundary, as after a call.
-        uint64_t* top = (uint64_t*)(w.stacks[i] + stackBytes - pageBytes);
+        uint64_t* top = (uint64_t*)w.stacks[i];
         uint64_t* sp = top - 8;
         for (int r = 0; r < 6; r++) sp[r] = 0;
         sp[6] = (uint64_t)&fiberMain;
