@@ -383,7 +383,7 @@ func (b *Backend) SplitQueryGate(q, gate, qg *Tensor) error {
 		c.f32("operands", q, gate, qg)
 		for _, t := range ts {
 			c.rank("operands", t, 3)
-			c.contiguous("operands", t)
+			c.rows("operands", t)
 		}
 		if c.err == nil {
 			c.sameShape("q", q, "gate", gate)
@@ -424,12 +424,13 @@ func (b *Backend) RoPENeoX(x *Tensor, positions []int32, rotaryDim int, theta fl
 // rope_neox(q, k). k [T, Hkv, D] is normalised and rotated in place.
 func (b *Backend) AttnPreamble(q, gate, qg, k, qNorm, kNorm *Tensor, positions []int32, p PreambleParams) error {
 	c := &check{}
-	ts := []*Tensor{q, gate, qg, k, qNorm, kNorm}
+	var room [9]*Tensor // the cache operands join ts without an allocation
+	ts := append(room[:0], q, gate, qg, k, qNorm, kNorm)
 	if nonNil(ts...) {
 		c.f32("operands", ts...)
 		for _, t := range ts[:4] {
 			c.rank("operands", t, 3)
-			c.contiguous("operands", t)
+			c.rows("operands", t) // qg and k may be head-split views of one projection's rows
 		}
 		if c.err == nil {
 			c.sameShape("q", q, "gate", gate)
@@ -445,6 +446,13 @@ func (b *Backend) AttnPreamble(q, gate, qg, k, qNorm, kNorm *Tensor, positions [
 			checkRoPE(c, q, positions, p.RotaryDim)
 		}
 	}
+	if p.KCache != nil || p.VCache != nil || p.V != nil {
+		ts = append(ts, p.KCache, p.VCache, p.V)
+		if nonNil(ts...) {
+			checkKVWrite(c, "k_cache", p.KCache, "k", k, p.Slots)
+			checkKVWrite(c, "v_cache", p.VCache, "v", p.V, p.Slots)
+		}
+	}
 	return run(b, AttnPreamble, F32, c, ts, func(kern AttnPreambleKernel) { kern(q, gate, qg, k, qNorm, kNorm, positions, p) })
 }
 
@@ -454,22 +462,29 @@ func (b *Backend) KVWrite(cache, x *Tensor, slots []int32) error {
 	c := &check{}
 	ts := []*Tensor{cache, x}
 	if nonNil(ts...) {
-		c.f32("operands", cache, x)
-		c.rank("cache", cache, 3)
-		c.rank("x", x, 3)
-		c.contiguous("cache", cache)
-		c.rows("x", x)
-		if c.err == nil {
-			if !(cache.shape[1] == x.shape[1] && cache.shape[2] == x.shape[2]) {
-				c.failf(ErrShape, "x %v does not fit cache %v", x.shape, cache.shape)
-			}
-			if len(slots) != x.shape[0] {
-				c.failf(ErrShape, "%d slots for %d rows", len(slots), x.shape[0])
-			}
-			checkRowIndex(c, slots, cache.shape[0])
-		}
+		checkKVWrite(c, "cache", cache, "x", x, slots)
 	}
 	return run(b, KVWrite, F32, c, ts, func(k KVWriteKernel) { k(cache, x, slots) })
+}
+
+// checkKVWrite checks that row i of x [T, Hkv, D] can go to row slots[i]
+// of cache [S, Hkv, D].
+func checkKVWrite(c *check, cn string, cache *Tensor, xn string, x *Tensor, slots []int32) {
+	c.f32(cn, cache)
+	c.f32(xn, x)
+	c.rank(cn, cache, 3)
+	c.rank(xn, x, 3)
+	c.contiguous(cn, cache)
+	c.rows(xn, x)
+	if c.err == nil {
+		if !(cache.shape[1] == x.shape[1] && cache.shape[2] == x.shape[2]) {
+			c.failf(ErrShape, "%s %v does not fit %s %v", xn, x.shape, cn, cache.shape)
+		}
+		if len(slots) != x.shape[0] {
+			c.failf(ErrShape, "%d slots for %d rows of %s", len(slots), x.shape[0], xn)
+		}
+		checkRowIndex(c, slots, cache.shape[0])
+	}
 }
 
 // Attention is causal GQA over a paged cache for the sequences seqs.
@@ -579,6 +594,69 @@ func (b *Backend) Conv1dSlots(dst, x, w, states *Tensor, slots []int32, silu boo
 		}
 	}
 	return run(b, Conv1dSlots, F32, c, ts, func(k Conv1dSlotsKernel) { k(dst, x, w, states, slots, silu) })
+}
+
+// DeltaNetStep runs a decode step of Gated DeltaNet blocks (see
+// DeltaNetStepArgs): the chain of Conv1dSlots, DeltaRuleSlots and
+// GatedRMSNorm as one op, which a GPU runs in one launch.
+func (b *Backend) DeltaNetStep(s *DeltaNetStepArgs) error {
+	c := &check{}
+	var room [12]*Tensor // no allocation for the operand list
+	ts := append(room[:0], s.Out, s.QKV, s.Z, s.A, s.B, s.ConvW, s.ConvStates, s.RecStates, s.Norm, s.Rule.ALog, s.Rule.DtBias)
+	if nonNil(ts...) {
+		checkDeltaNetStep(c, s)
+	} else if s.Rule.ALog == nil || s.Rule.DtBias == nil {
+		c.failf(ErrShape, "a DeltaNet step gates a and b: it needs A_log and dt_bias")
+	}
+	return run(b, DeltaNetStep, F32, c, ts, func(k DeltaNetStepKernel) { k(s) })
+}
+
+func checkDeltaNetStep(c *check, s *DeltaNetStepArgs) {
+	c.f32("operands", s.Out, s.QKV, s.Z, s.A, s.B, s.ConvW, s.ConvStates, s.RecStates, s.Norm, s.Rule.ALog, s.Rule.DtBias)
+	for _, o := range []struct {
+		name string
+		t    *Tensor
+		rank int
+	}{{"out", s.Out, 3}, {"qkv", s.QKV, 2}, {"z", s.Z, 3}, {"a", s.A, 2}, {"b", s.B, 2}} {
+		c.rank(o.name, o.t, o.rank)
+		c.rows(o.name, o.t)
+	}
+	c.rank("conv_w", s.ConvW, 2)
+	c.rank("conv_states", s.ConvStates, 3)
+	c.rank("rec_states", s.RecStates, 4)
+	for _, o := range []struct {
+		name string
+		t    *Tensor
+	}{{"conv_w", s.ConvW}, {"conv_states", s.ConvStates}, {"rec_states", s.RecStates}, {"norm", s.Norm}, {"A_log", s.Rule.ALog}, {"dt_bias", s.Rule.DtBias}} {
+		c.contiguous(o.name, o.t)
+	}
+	if c.err != nil {
+		return
+	}
+	n, hv, dv := s.Out.shape[0], s.Out.shape[1], s.Out.shape[2]
+	hk, dk, ch := s.KeyHeads, s.KeyDim, s.QKV.shape[1]
+	switch {
+	case !(hk > 0 && dk > 0 && hv%hk == 0):
+		c.failf(ErrShape, "%d value heads over %d key heads of %d", hv, hk, dk)
+	case ch != 2*hk*dk+hv*dv:
+		c.failf(ErrShape, "qkv %v is not [N, 2·%d·%d + %d·%d]", s.QKV.shape, hk, dk, hv, dv)
+	case s.QKV.shape[0] != n || !sameInts(s.Z.shape, s.Out.shape):
+		c.failf(ErrShape, "qkv %v, z %v and out %v differ in rows or heads", s.QKV.shape, s.Z.shape, s.Out.shape)
+	case !sameInts(s.A.shape, []int{n, hv}) || !sameInts(s.B.shape, []int{n, hv}):
+		c.failf(ErrShape, "a %v and b %v, want [%d %d]", s.A.shape, s.B.shape, n, hv)
+	case !(s.ConvW.shape[0] == ch && s.ConvW.shape[1] >= 1):
+		c.failf(ErrShape, "conv_w %v for %d channels", s.ConvW.shape, ch)
+	case !(s.ConvStates.shape[1] == s.ConvW.shape[1]-1 && s.ConvStates.shape[2] == ch):
+		c.failf(ErrShape, "conv_states %v, want [S %d %d]", s.ConvStates.shape, s.ConvW.shape[1]-1, ch)
+	case !sameInts(s.RecStates.shape, []int{s.ConvStates.shape[0], hv, dk, dv}):
+		c.failf(ErrShape, "rec_states %v, want [%d %d %d %d]", s.RecStates.shape, s.ConvStates.shape[0], hv, dk, dv)
+	case s.Norm.Len() != dv || s.Rule.ALog.Len() != hv || s.Rule.DtBias.Len() != hv:
+		c.failf(ErrShape, "norm %v, A_log %v and dt_bias %v for %d heads of %d", s.Norm.shape, s.Rule.ALog.shape, s.Rule.DtBias.shape, hv, dv)
+	case !(s.Rule.QKNormEps > 0):
+		c.failf(ErrShape, "a DeltaNet step normalises q and k: QKNormEps %g", s.Rule.QKNormEps)
+	default:
+		checkSlots(c, s.Slots, n, s.ConvStates)
+	}
 }
 
 // L2Norm divides each row of x by its L2 norm (with eps under the root).

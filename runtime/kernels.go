@@ -83,7 +83,30 @@ type (
 	// with the largest softmax of logits row t [T, E] (ties to the lower
 	// index), w renormalised over those k to sum to one.
 	MoEExpertsKernel func(out, x, logits *Tensor, ex *Experts)
+	// DeltaNetStepKernel is a decode step of Gated DeltaNet blocks, the
+	// chain conv1d_causal_slots (SiLU), delta_rule_slots (q and k
+	// normalised, a and b gated) and gated_rms_norm (see DeltaNetStepArgs).
+	DeltaNetStepKernel func(s *DeltaNetStepArgs)
 )
+
+// DeltaNetStepArgs are the operands of a Gated DeltaNet decode step over
+// N sequences of one token each, row i being the sequence whose states are
+// ConvStates[Slots[i]] and RecStates[Slots[i]]: QKV [N, C] (C = 2·Hk·Dk +
+// Hv·Dv) runs through the causal conv ConvW [C, K] with SiLU; of its output
+// q [Hk, Dk] and k are L2-normalised (Rule.QKNormEps) and, with v [Hv, Dv],
+// the raw A and B [N, Hv] (gated by Rule.ALog, Rule.DtBias), go through
+// the gated delta rule (Rule.TiledHeads); each head of the result is
+// RMS-normalised by Norm [Dv] (NormEps) and multiplied by silu of Z [N,
+// Hv, Dv] into Out [N, Hv, Dv].
+type DeltaNetStepArgs struct {
+	Out, QKV, Z, A, B            *Tensor
+	ConvW, ConvStates, RecStates *Tensor // [C, K], [S, K-1, C], [S, Hv, Dk, Dv]
+	Norm                         *Tensor
+	Slots                        []int32
+	KeyHeads, KeyDim             int
+	Rule                         DeltaRuleParams
+	NormEps                      float32
+}
 
 // AttnSeq is one sequence of an attention call: rows Row..Row+Len of q are
 // at positions Start..Start+Len, and position p of the sequence is cache row
@@ -115,6 +138,11 @@ type PreambleParams struct {
 	RotaryDim int
 	Theta     float32
 	Eps       float32
+	// With KCache set, the preamble also writes each token's keys (as
+	// normalised and rotated) and V's rows into row Slots[t] of KCache and
+	// VCache, as KVWrite does: two launches fewer a layer.
+	KCache, VCache, V *Tensor
+	Slots             []int32
 }
 
 // The typed op definitions.
@@ -144,4 +172,5 @@ var (
 	MoEExperts         = Def[MoEExpertsKernel]{OpMoEExperts}
 	Conv1dSlots        = Def[Conv1dSlotsKernel]{OpConv1dSlots}
 	DeltaRuleSlots     = Def[DeltaRuleSlotsKernel]{OpDeltaRuleSlots}
+	DeltaNetStep       = Def[DeltaNetStepKernel]{OpDeltaNetStep}
 )

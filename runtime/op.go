@@ -34,6 +34,7 @@ const (
 	OpAddRMSNormOffset               // add_rms_norm_offset
 	OpMoEExperts                     // moe_experts
 	OpMatMulSwiGLU                   // matmul_swiglu
+	OpDeltaNetStep                   // deltanet_step
 	opCount
 )
 

@@ -6,6 +6,8 @@
 package qwen35_test
 
 import (
+	"runtime"
+	"runtime/debug"
 	"testing"
 
 	"github.com/govllm/govllm/internal/oracle"
@@ -17,7 +19,7 @@ import (
 // allocations once its buffers exist.
 func TestDecodeStepAllocatesNothing(t *testing.T) {
 	m := load(t, oracle.Dir(t)+"/qwen35-dense-h256-vlayout", qwen35.Options{})
-	blocks := []int32{0, 1, 2, 3}
+	blocks := []int32{0, 1, 2, 3, 4, 5, 6, 7} // room for every step below
 	cache, err := m.NewCache(16, len(blocks), 1)
 	if err != nil {
 		t.Fatal(err)
@@ -29,9 +31,15 @@ func TestDecodeStepAllocatesNothing(t *testing.T) {
 		}
 		seq[0].Start++
 	}
+	// A collection mid-measure empties the kernels' buffer pools (sync.Pool)
+	// and would count their refill, not the step's own allocations; waking
+	// the CPU workers allocates now and then inside the Go runtime, so the
+	// count is an average over many steps (whole allocations per step).
+	runtime.GC()
+	defer debug.SetGCPercent(debug.SetGCPercent(-1))
 	step()
 	step()
-	if n := testing.AllocsPerRun(20, step); n > 0 {
+	if n := testing.AllocsPerRun(100, step); n > 0 {
 		t.Errorf("a decode step allocates %.1f times", n)
 	}
 }

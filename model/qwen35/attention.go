@@ -11,16 +11,16 @@ import (
 // embedding on their first RotaryDim channels; the attention output is
 // multiplied by sigmoid(gate) before o_proj.
 type Attention struct {
-	QProj, KProj, VProj, OProj *rt.Tensor // [Hq·2D, H], [Hkv·D, H], [Hkv·D, H], [H, Hq·D]
-	QNorm, KNorm               *rt.Tensor // [D], f32
+	In           *Projections // q (query and gate) [Hq·2D, H], k [Hkv·D, H], v [Hkv·D, H]
+	OProj        *rt.Tensor   // [H, Hq·D]
+	QNorm, KNorm *rt.Tensor   // [D], f32
 }
 
 func bindAttention(b *binder, prefix string, c *Config) *Attention {
 	h, d := c.HiddenSize, c.HeadDim
 	return &Attention{
-		QProj: b.matrix(prefix+"q_proj.weight", c.NumHeads*2*d, h),
-		KProj: b.matrix(prefix+"k_proj.weight", c.NumKVHeads*d, h),
-		VProj: b.matrix(prefix+"v_proj.weight", c.NumKVHeads*d, h),
+		In: b.projections([]string{prefix + "q_proj.weight", prefix + "k_proj.weight", prefix + "v_proj.weight"},
+			[]int{c.NumHeads * 2 * d, c.NumKVHeads * d, c.NumKVHeads * d}, h),
 		OProj: b.matrix(prefix+"o_proj.weight", h, c.NumHeads*d),
 		QNorm: b.f32(prefix+"q_norm.weight", d),
 		KNorm: b.f32(prefix+"k_norm.weight", d),
@@ -30,31 +30,19 @@ func bindAttention(b *binder, prefix string, c *Config) *Attention {
 func (a *Attention) forward(be *rt.Backend, c *Config, out, x, kCache, vCache *rt.Tensor, b *batch, fused bool) error {
 	t, d, hq, hkv := x.Dim(0), c.HeadDim, c.NumHeads, c.NumKVHeads
 	ar := b.arena
-	qg := ar.New(rt.F32, t, hq, 2*d)
-	k := ar.New(rt.F32, t, hkv, d)
-	v := ar.New(rt.F32, t, hkv, d)
-	if err := be.MatMul(ar.Reshape(qg, t, hq*2*d), x, a.QProj); err != nil {
+	in, err := a.In.forward(be, ar, x)
+	if err != nil {
 		return err
 	}
-	if err := be.MatMul(ar.Reshape(k, t, hkv*d), x, a.KProj); err != nil {
-		return err
-	}
-	if err := be.MatMul(ar.Reshape(v, t, hkv*d), x, a.VProj); err != nil {
-		return err
-	}
+	qg, k, v := ar.Reshape(in[0], t, hq, 2*d), ar.Reshape(in[1], t, hkv, d), ar.Reshape(in[2], t, hkv, d)
 	q, gate := ar.New(rt.F32, t, hq, d), ar.New(rt.F32, t, hq, d)
-	if fused {
-		p := rt.PreambleParams{RotaryDim: c.RotaryDim, Theta: c.RopeTheta, Eps: c.RMSNormEps}
+	if fused { // the preamble writes the cache too
+		p := rt.PreambleParams{RotaryDim: c.RotaryDim, Theta: c.RopeTheta, Eps: c.RMSNormEps,
+			KCache: kCache, VCache: vCache, V: v, Slots: b.kvSlots}
 		if err := be.AttnPreamble(q, gate, qg, k, a.QNorm, a.KNorm, b.positions, p); err != nil {
 			return err
 		}
-	} else if err := a.composite(be, c, q, gate, qg, k, b.positions); err != nil {
-		return err
-	}
-	if err := be.KVWrite(kCache, k, b.kvSlots); err != nil {
-		return err
-	}
-	if err := be.KVWrite(vCache, v, b.kvSlots); err != nil {
+	} else if err := a.composite(be, c, q, gate, qg, k, v, kCache, vCache, b); err != nil {
 		return err
 	}
 	o := ar.New(rt.F32, t, hq, d)
@@ -67,8 +55,19 @@ func (a *Attention) forward(be *rt.Backend, c *Config, out, x, kCache, vCache *r
 	return be.MatMul(out, ar.Reshape(o, t, hq*d), a.OProj)
 }
 
-// composite is the unfused preamble: the chain AttnPreamble replaces.
-func (a *Attention) composite(be *rt.Backend, c *Config, q, gate, qg, k *rt.Tensor, positions []int32) error {
+// composite is the unfused preamble and cache write: the chain
+// AttnPreamble replaces.
+func (a *Attention) composite(be *rt.Backend, c *Config, q, gate, qg, k, v, kCache, vCache *rt.Tensor, b *batch) error {
+	if err := a.normRotate(be, c, q, gate, qg, k, b.positions); err != nil {
+		return err
+	}
+	if err := be.KVWrite(kCache, k, b.kvSlots); err != nil {
+		return err
+	}
+	return be.KVWrite(vCache, v, b.kvSlots)
+}
+
+func (a *Attention) normRotate(be *rt.Backend, c *Config, q, gate, qg, k *rt.Tensor, positions []int32) error {
 	if err := be.SplitQueryGate(q, gate, qg); err != nil {
 		return err
 	}

@@ -42,46 +42,38 @@ func (n *DeltaNet) forward(be *rt.Backend, c *Config, out, x *rt.Tensor, cache *
 		return err
 	}
 	qkv, z, bIn, aIn := in[0], in[1], in[2], in[3]
-	mixed := ar.New(rt.F32, t, 2*kd+vd)
-	if b.decode { // one token of each sequence: one call over their slots
-		if err := be.Conv1dSlots(mixed, qkv, n.Conv, cache.conv[layer], b.slots, true); err != nil {
-			return err
-		}
-	} else {
-		for si, s := range b.seqs { // the conv carries state per sequence
-			r0, r1 := b.rows[si], b.rows[si]+len(s.Tokens)
-			conv := ar.Index(cache.conv[layer], s.Slot)
-			if err := be.Conv1dCausal(ar.Slice(mixed, 0, r0, r1), ar.Slice(qkv, 0, r0, r1), n.Conv, conv, true); err != nil {
-				return err
-			}
-		}
-	}
-	// q and k side by side. A step of one token a sequence has the delta
-	// rule normalise them as it reads them (a launch less); over a prompt
-	// one L2Norm first is faster, as the rule's loop over tokens is serial.
-	qk := ar.Reshape(ar.Slice(mixed, 1, 0, 2*kd), t, 2*hk, dk)
 	// The rule gates the raw a and b projections as it reads them.
 	params := rt.DeltaRuleParams{Chunk: chunkLen, TiledHeads: c.TiledVHeads, QKNormEps: 1e-6, ALog: n.ALog, DtBias: n.DtBias}
-	if t > len(b.seqs) {
-		if err := be.L2Norm(qk, qk, params.QKNormEps); err != nil {
-			return err
-		}
-		params.QKNormEps = 0
-	}
-	q, k := ar.Slice(qk, 1, 0, hk), ar.Slice(qk, 1, hk, 2*hk)
-	vView := ar.Slice(mixed, 1, 2*kd, 2*kd+vd)
-	g, beta := aIn, bIn
 	core := ar.New(rt.F32, t, hv, dv)
-	v := ar.Reshape(vView, t, hv, dv)
-	if b.decode {
-		if err := be.DeltaRuleSlots(core, q, k, v, g, beta, cache.rec[layer], b.slots, params); err != nil {
+	if t == len(b.seqs) { // one token a sequence: conv, rule and norm in one op over their slots
+		b.deltaNet = rt.DeltaNetStepArgs{Out: core, QKV: qkv, Z: ar.Reshape(z, t, hv, dv), A: aIn, B: bIn,
+			ConvW: n.Conv, ConvStates: cache.conv[layer], RecStates: cache.rec[layer], Norm: n.Norm, Slots: b.slots,
+			KeyHeads: hk, KeyDim: dk, Rule: params, NormEps: c.RMSNormEps}
+		if err := be.DeltaNetStep(&b.deltaNet); err != nil {
+			return err
+		}
+		return be.MatMul(out, ar.Reshape(core, t, vd), n.OutProj)
+	}
+	mixed := ar.New(rt.F32, t, 2*kd+vd)
+	for si, s := range b.seqs { // the conv carries state per sequence
+		r0, r1 := b.rows[si], b.rows[si]+len(s.Tokens)
+		conv := ar.Index(cache.conv[layer], s.Slot)
+		if err := be.Conv1dCausal(ar.Slice(mixed, 0, r0, r1), ar.Slice(qkv, 0, r0, r1), n.Conv, conv, true); err != nil {
 			return err
 		}
 	}
+	// q and k side by side, normalised by one L2Norm: over a prompt that
+	// is faster than the rule normalising them, as its loop over tokens is
+	// serial.
+	qk := ar.Reshape(ar.Slice(mixed, 1, 0, 2*kd), t, 2*hk, dk)
+	if err := be.L2Norm(qk, qk, params.QKNormEps); err != nil {
+		return err
+	}
+	params.QKNormEps = 0
+	q, k := ar.Slice(qk, 1, 0, hk), ar.Slice(qk, 1, hk, 2*hk)
+	v := ar.Reshape(ar.Slice(mixed, 1, 2*kd, 2*kd+vd), t, hv, dv)
+	g, beta := aIn, bIn
 	for si, s := range b.seqs {
-		if b.decode {
-			break
-		}
 		rec := ar.Index(cache.rec[layer], s.Slot)
 		r0, r1 := b.rows[si], b.rows[si]+len(s.Tokens)
 		rows := func(x *rt.Tensor) *rt.Tensor { return ar.Slice(x, 0, r0, r1) }

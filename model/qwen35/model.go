@@ -279,13 +279,12 @@ type batch struct {
 	attn      []rt.AttnSeq // per sequence
 	logitRows []int32      // rows that get logits
 	blockSize int
-	// decode: several sequences of one token each, whose DeltaNet state
-	// slots are slots (the ops then take them in one call).
-	decode bool
-	slots  []int32
+	slots     []int32 // DeltaNet state slot of each sequence
 
 	ids   []int32   // the tokens of all rows
 	arena *rt.Arena // the step's tensors
+
+	deltaNet rt.DeltaNetStepArgs // a layer's step operands, kept here so that passing them allocates nothing
 }
 
 func (m *Model) plan(c *Cache, seqs []Seq) (*batch, error) {
@@ -296,7 +295,7 @@ func (m *Model) plan(c *Cache, seqs []Seq) (*batch, error) {
 	b := &c.step
 	*b = batch{seqs: seqs, blockSize: c.BlockSize, arena: &c.arena,
 		rows: b.rows[:0], positions: b.positions[:0], kvSlots: b.kvSlots[:0],
-		attn: b.attn[:0], logitRows: b.logitRows[:0], ids: b.ids[:0], slots: b.slots[:0], decode: len(seqs) > 1}
+		attn: b.attn[:0], logitRows: b.logitRows[:0], ids: b.ids[:0], slots: b.slots[:0]}
 	b.arena.Reset()
 	row := 0
 	for si, s := range seqs {
@@ -327,7 +326,6 @@ func (m *Model) plan(c *Cache, seqs []Seq) (*batch, error) {
 		}
 		b.rows = append(b.rows, row)
 		b.slots = append(b.slots, int32(s.Slot))
-		b.decode = b.decode && len(s.Tokens) == 1
 		b.ids = append(b.ids, s.Tokens...)
 		b.attn = append(b.attn, rt.AttnSeq{Row: row, Len: len(s.Tokens), Start: s.Start, Blocks: s.Blocks})
 		for i := range s.Tokens {

@@ -195,7 +195,8 @@ func TestFusedAndCompositeAttentionAgree(t *testing.T) {
 }
 
 // TestConcatenatedProjectionsAgree runs whole models with DeltaNet's input
-// projections and the MLPs' gate and up as one weight each (as on the GPU)
+// projections, attention's q, k and v, and the MLPs' gate and up as one
+// weight each (as on the GPU)
 // and apart (as loaded in host memory), in batched and chunked steps whose
 // views of the fused products are head-split slices of wider rows.
 func TestConcatenatedProjectionsAgree(t *testing.T) {
@@ -204,7 +205,8 @@ func TestConcatenatedProjectionsAgree(t *testing.T) {
 		apart := load(t, fx.Dir, qwen35.Options{})
 		fused := load(t, fx.Dir, qwen35.Concatenated(qwen35.Options{}))
 		for i, l := range fused.Layers {
-			if l.DeltaNet != nil && l.DeltaNet.In.Fused == nil || apart.Layers[i].DeltaNet != nil && apart.Layers[i].DeltaNet.In.Fused != nil {
+			if l.DeltaNet != nil && l.DeltaNet.In.Fused == nil || apart.Layers[i].DeltaNet != nil && apart.Layers[i].DeltaNet.In.Fused != nil ||
+				l.Attention != nil && l.Attention.In.Fused == nil || apart.Layers[i].Attention != nil && apart.Layers[i].Attention.In.Fused != nil {
 				t.Fatalf("%s layer %d: projections not laid out as asked", name, i)
 			}
 		}

@@ -13,7 +13,7 @@ import (
 // for want of a kernel.
 var pathOps = map[string][]rt.OpID{
 	"embedding":           {rt.OpEmbedding},
-	"deltanet":            {rt.OpMatMul, rt.OpConv1dCausal, rt.OpL2Norm, rt.OpDeltaRuleChunked, rt.OpDeltaRuleRecurrent, rt.OpConv1dSlots, rt.OpDeltaRuleSlots, rt.OpGatedRMSNorm},
+	"deltanet":            {rt.OpMatMul, rt.OpConv1dCausal, rt.OpL2Norm, rt.OpDeltaRuleChunked, rt.OpDeltaRuleRecurrent, rt.OpDeltaNetStep, rt.OpGatedRMSNorm},
 	"attention.fused":     {rt.OpMatMul, rt.OpAttnPreamble, rt.OpKVWrite, rt.OpAttention, rt.OpSigmoidMul},
 	"attention.composite": {rt.OpMatMul, rt.OpSplitQueryGate, rt.OpRMSNormOffset, rt.OpRoPENeoX, rt.OpKVWrite, rt.OpAttention, rt.OpSigmoidMul},
 	"mlp":                 {rt.OpMatMul, rt.OpMatMulSwiGLU, rt.OpSwiGLU},

@@ -112,6 +112,10 @@ func attnPreamble(q, gate, qg, k, qNorm, kNorm *rt.Tensor, positions []int32, p 
 		a.tb.release()
 	}
 	preambleTasks.put(a)
+	if p.KCache != nil {
+		kvWrite(p.KCache, k, p.Slots)
+		kvWrite(p.VCache, p.V, p.Slots)
+	}
 }
 
 func kvWrite(cache, x *rt.Tensor, slots []int32) {

@@ -161,35 +161,56 @@ func TestQ8_0RejectsPartialBlocks(t *testing.T) {
 }
 
 // TestFusedPreambleMatchesComposite: attn_preamble_fused gives what
-// split_query_gate, rms_norm_offset and rope_neox give, rotary width 0 included.
+// split_query_gate, rms_norm_offset, rope_neox and kv_write give, rotary
+// width 0 included, with qg, k and v as head-split views of one
+// projection's rows (as the model has them) and writing the caches.
 func TestFusedPreambleMatchesComposite(t *testing.T) {
 	be := backend(t)
 	rng := rand.New(rand.NewPCG(3, 4))
-	T, hq, hkv, d := 6, 4, 2, 32
+	T, hq, hkv, d, slots := 6, 4, 2, 32, 10
+	views := func(proj *rt.Tensor) (qg, k, v *rt.Tensor) {
+		part := func(lo, hi, heads int) *rt.Tensor {
+			s, err := proj.Slice(1, lo, hi)
+			must(t, err)
+			r, err := s.Reshape(T, heads, -1)
+			must(t, err)
+			return r
+		}
+		return part(0, hq*2*d, hq), part(hq*2*d, (hq*2+hkv)*d, hkv), part((hq*2+hkv)*d, (hq*2+2*hkv)*d, hkv)
+	}
 	for _, rot := range []int{0, 8, 32} {
-		qg := random(rng, 1, T, hq, 2*d)
-		k0 := random(rng, 1, T, hkv, d)
+		proj := random(rng, 1, T, (hq*2+2*hkv)*d)
 		qn, kn := random(rng, 0.1, d), random(rng, 0.1, d)
 		pos := []int32{3, 4, 5, 6, 7, 8}
-		p := rt.PreambleParams{RotaryDim: rot, Theta: 1e7, Eps: 1e-6}
+		kvSlots := []int32{9, 0, 4, 5, 1, 2}
 
-		qF, gF, kF := rt.New(rt.F32, T, hq, d), rt.New(rt.F32, T, hq, d), clone(k0)
-		must(t, be.AttnPreamble(qF, gF, qg, kF, qn, kn, pos, p))
+		projF, kcF, vcF := clone(proj), rt.New(rt.F32, slots, hkv, d), rt.New(rt.F32, slots, hkv, d)
+		qg, k, v := views(projF)
+		p := rt.PreambleParams{RotaryDim: rot, Theta: 1e7, Eps: 1e-6, KCache: kcF, VCache: vcF, V: v, Slots: kvSlots}
+		qF, gF := rt.New(rt.F32, T, hq, d), rt.New(rt.F32, T, hq, d)
+		must(t, be.AttnPreamble(qF, gF, qg, k, qn, kn, pos, p))
 
-		qC, gC, kC := rt.New(rt.F32, T, hq, d), rt.New(rt.F32, T, hq, d), clone(k0)
+		projC, kcC, vcC := clone(proj), rt.New(rt.F32, slots, hkv, d), rt.New(rt.F32, slots, hkv, d)
+		qg, k, v = views(projC)
+		qC, gC := rt.New(rt.F32, T, hq, d), rt.New(rt.F32, T, hq, d)
 		must(t, be.SplitQueryGate(qC, gC, qg))
 		must(t, be.RMSNormOffset(qC, qC, qn, p.Eps))
-		must(t, be.RMSNormOffset(kC, kC, kn, p.Eps))
+		must(t, be.RMSNormOffset(k, k, kn, p.Eps))
 		must(t, be.RoPENeoX(qC, pos, rot, p.Theta))
-		must(t, be.RoPENeoX(kC, pos, rot, p.Theta))
+		must(t, be.RoPENeoX(k, pos, rot, p.Theta))
+		must(t, be.KVWrite(kcC, k, kvSlots))
+		must(t, be.KVWrite(vcC, v, kvSlots))
 
 		for _, c := range []struct {
 			name string
 			a, b *rt.Tensor
-		}{{"q", qF, qC}, {"gate", gF, gC}, {"k", kF, kC}} {
+		}{{"q", qF, qC}, {"gate", gF, gC}, {"projection (k in place)", projF, projC}, {"k cache", kcF, kcC}, {"v cache", vcF, vcC}} {
 			if diff := maxDiff(c.a.F32(), c.b.F32()); diff > 1e-6 {
 				t.Errorf("rotary %d: %s differs by %g", rot, c.name, diff)
 			}
+		}
+		if maxDiff(kcF.F32(), make([]float32, kcF.Len())) == 0 {
+			t.Errorf("rotary %d: nothing was written to the k cache", rot)
 		}
 	}
 }

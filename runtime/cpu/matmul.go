@@ -19,17 +19,27 @@ func matMul(dst, x, w *rt.Tensor) {
 		return
 	}
 	m, k, n := x.Dim(0), x.Dim(1), w.Dim(0)
-	grain := max(1, 16384/max(1, m*k))
-	parallelFor(n, grain, func(lo, hi int) {
-		buf := getF32(k)
-		for j := lo; j < hi; j++ {
-			wr := weightRow(w, j, buf.f)
-			for i := range m {
-				row(dst, i)[j] = dot(row(x, i), wr)
-			}
+	t := matMulTasks.get()
+	*t = matMulTask{dst: dst, x: x, w: w}
+	parallelTask(n, max(1, 16384/max(1, m*k)), t)
+	matMulTasks.put(t)
+}
+
+// matMulTask is matMul's loop over weight rows lo..hi (a pooled struct, not
+// a closure, which would be allocated on every call).
+type matMulTask struct{ dst, x, w *rt.Tensor }
+
+var matMulTasks taskPool[matMulTask]
+
+func (t *matMulTask) run(lo, hi int) {
+	buf := getF32(t.x.Dim(1))
+	for j := lo; j < hi; j++ {
+		wr := weightRow(t.w, j, buf.f)
+		for i := range t.x.Dim(0) {
+			row(t.dst, i)[j] = dot(row(t.x, i), wr)
 		}
-		putF32(buf)
-	})
+	}
+	putF32(buf)
 }
 
 func embedding(dst, table *rt.Tensor, ids []int32) {

@@ -42,6 +42,7 @@ func Register(reg *rt.Registry) error {
 		rt.Register(reg, rt.DeltaRuleRecurrent, rt.CPU, f32, Provider, deltaRuleRecurrent),
 		rt.Register(reg, rt.Conv1dSlots, rt.CPU, f32, Provider, conv1dSlots),
 		rt.Register(reg, rt.DeltaRuleSlots, rt.CPU, f32, Provider, deltaRuleSlots),
+		rt.Register(reg, rt.DeltaNetStep, rt.CPU, f32, Provider, deltaNetStep),
 		rt.Register(reg, rt.GatherRows, rt.CPU, f32, Provider, gatherRows),
 	}
 	for _, dt := range rt.DTypes {

@@ -131,39 +131,65 @@ func TestElementwiseAgreesWithCPU(t *testing.T) {
 	p.same(1e-5, sum, s, sw, sm, sm1, n, no, gn, l2, res, an)
 }
 
+// TestAttentionOpsAgreeWithCPU runs the fused preamble (writing the
+// caches) and its chain on qg, k and v as head-split views of one
+// projection's rows, as the model has them.
 func TestAttentionOpsAgreeWithCPU(t *testing.T) {
 	p := newPair(t)
-	const T, hq, hkv, dim = 5, 8, 2, 256
+	const T, hq, hkv, dim, slots = 5, 8, 2, 256, 9
 	positions := []int32{3, 4, 5, 6, 7}
+	kvSlots := []int32{8, 0, 3, 4, 1}
+	views := func(proj *rt.Tensor) (qg, k, v *rt.Tensor) {
+		part := func(lo, hi, heads int) *rt.Tensor {
+			s, err := proj.Slice(1, lo, hi)
+			if err != nil {
+				t.Fatal(err)
+			}
+			r, err := s.Reshape(T, heads, -1)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return r
+		}
+		return part(0, hq*2*dim, hq), part(hq*2*dim, (hq*2+hkv)*dim, hkv), part((hq*2+hkv)*dim, (hq*2+2*hkv)*dim, hkv)
+	}
 	for _, rd := range []int{0, 64, dim} {
-		qg := p.random(1, T, hq, 2*dim)
+		proj := p.random(1, T, (hq*2+2*hkv)*dim)
+		proj2 := rt.New(rt.F32, T, (hq*2+2*hkv)*dim)
+		copy(proj2.F32(), proj.F32())
 		q, gate := rt.New(rt.F32, T, hq, dim), rt.New(rt.F32, T, hq, dim)
 		q2, gate2 := rt.New(rt.F32, T, hq, dim), rt.New(rt.F32, T, hq, dim)
-		k, k2 := p.random(1, T, hkv, dim), (*rt.Tensor)(nil)
-		k2 = rt.New(rt.F32, T, hkv, dim)
-		copy(k2.F32(), k.F32())
+		kc, vc, kc2, vc2 := rt.New(rt.F32, slots, hkv, dim), rt.New(rt.F32, slots, hkv, dim), rt.New(rt.F32, slots, hkv, dim), rt.New(rt.F32, slots, hkv, dim)
 		qw, kw := p.random(0.2, dim), p.random(0.2, dim)
-		params := rt.PreambleParams{RotaryDim: rd, Theta: 1e7, Eps: 1e-6}
 		p.both(func(be *rt.Backend, d func(*rt.Tensor) *rt.Tensor) error {
-			if err := be.AttnPreamble(d(q), d(gate), d(qg), d(k), d(qw), d(kw), positions, params); err != nil {
+			qg, k, v := views(d(proj))
+			params := rt.PreambleParams{RotaryDim: rd, Theta: 1e7, Eps: 1e-6, KCache: d(kc), VCache: d(vc), V: v, Slots: kvSlots}
+			if err := be.AttnPreamble(d(q), d(gate), qg, k, d(qw), d(kw), positions, params); err != nil {
 				return err
 			}
-			// The composite path: split, norms, rotations.
-			if err := be.SplitQueryGate(d(q2), d(gate2), d(qg)); err != nil {
+			// The composite path: split, norms, rotations, cache writes.
+			qg, k, v = views(d(proj2))
+			if err := be.SplitQueryGate(d(q2), d(gate2), qg); err != nil {
 				return err
 			}
 			if err := be.RMSNormOffset(d(q2), d(q2), d(qw), 1e-6); err != nil {
 				return err
 			}
-			if err := be.RMSNormOffset(d(k2), d(k2), d(kw), 1e-6); err != nil {
+			if err := be.RMSNormOffset(k, k, d(kw), 1e-6); err != nil {
 				return err
 			}
 			if err := be.RoPENeoX(d(q2), positions, rd, 1e7); err != nil {
 				return err
 			}
-			return be.RoPENeoX(d(k2), positions, rd, 1e7)
+			if err := be.RoPENeoX(k, positions, rd, 1e7); err != nil {
+				return err
+			}
+			if err := be.KVWrite(d(kc2), k, kvSlots); err != nil {
+				return err
+			}
+			return be.KVWrite(d(vc2), v, kvSlots)
 		})
-		p.same(1e-5, q, gate, k, q2, gate2, k2)
+		p.same(1e-5, q, gate, proj, kc, vc, q2, gate2, proj2, kc2, vc2)
 	}
 }
 
@@ -320,6 +346,76 @@ func TestSlotOpsAgreeWithCPU(t *testing.T) {
 		return be.DeltaRuleSlots(d(out), d(q), d(k), d(v), d(a), d(b), d(states), slots, fused)
 	})
 	p.same(1e-4, out, states)
+}
+
+// TestDeltaNetStepAgreesWithCPU runs deltanet_step and the chain it
+// replaces (conv1d_causal_slots, delta_rule_slots, gated_rms_norm) on both
+// backends, on views of one projection's rows as the model has them: key
+// heads tiled and grouped, a column count that leaves dead lanes, one
+// sequence and several.
+func TestDeltaNetStepAgreesWithCPU(t *testing.T) {
+	p := newPair(t)
+	const hk, hv, K, S = 2, 4, 4, 8
+	for _, c := range []struct {
+		dk, dv int
+		tiled  bool
+		slots  []int32
+	}{{64, 36, true, []int32{6, 1, 3, 0, 7}}, {16, 16, false, []int32{5}}, {128, 128, false, []int32{2, 4}}} {
+		n, C := len(c.slots), 2*hk*c.dk+hv*c.dv
+		width := C + hv*c.dv + 2*hv // [qkv | z | b | a], as the fused input projection
+		proj := p.random(1, n, width)
+		w, alog, dtb, norm := p.random(0.5, C, K), p.random(0.5, hv), p.random(0.5, hv), p.random(0.5, c.dv)
+		convInit, recInit := p.random(1, S, K-1, C), p.random(0.1, S, hv, c.dk, c.dv)
+		clone := func(h *rt.Tensor) *rt.Tensor {
+			o := rt.New(rt.F32, h.Shape()...)
+			copy(o.F32(), h.F32())
+			return o
+		}
+		convF, recF, convC, recC := clone(convInit), clone(recInit), clone(convInit), clone(recInit)
+		outF, outC, mixed := rt.New(rt.F32, n, hv, c.dv), rt.New(rt.F32, n, hv, c.dv), rt.New(rt.F32, n, C)
+		rule := func(d func(*rt.Tensor) *rt.Tensor) rt.DeltaRuleParams {
+			return rt.DeltaRuleParams{TiledHeads: c.tiled, QKNormEps: 1e-6, ALog: d(alog), DtBias: d(dtb)}
+		}
+		cols := func(x *rt.Tensor, lo, hi int, shape ...int) *rt.Tensor {
+			v, err := x.Slice(1, lo, hi)
+			if err == nil && len(shape) > 0 {
+				v, err = v.Reshape(shape...)
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			return v
+		}
+		p.both(func(be *rt.Backend, d func(*rt.Tensor) *rt.Tensor) error {
+			pr := d(proj)
+			qkv, z := cols(pr, 0, C), cols(pr, C, C+hv*c.dv, n, hv, c.dv)
+			b, a := cols(pr, C+hv*c.dv, C+hv*c.dv+hv), cols(pr, C+hv*c.dv+hv, width)
+			s := rt.DeltaNetStepArgs{Out: d(outF), QKV: qkv, Z: z, A: a, B: b, ConvW: d(w), ConvStates: d(convF), RecStates: d(recF),
+				Norm: d(norm), Slots: c.slots, KeyHeads: hk, KeyDim: c.dk, Rule: rule(d), NormEps: 1e-6}
+			if err := be.DeltaNetStep(&s); err != nil {
+				return err
+			}
+			if err := be.Conv1dSlots(d(mixed), qkv, d(w), d(convC), c.slots, true); err != nil {
+				return err
+			}
+			qk := cols(d(mixed), 0, 2*hk*c.dk, n, 2*hk, c.dk)
+			if err := be.DeltaRuleSlots(d(outC), cols(qk, 0, hk), cols(qk, hk, 2*hk), cols(d(mixed), 2*hk*c.dk, C, n, hv, c.dv),
+				a, b, d(recC), c.slots, rule(d)); err != nil {
+				return err
+			}
+			return be.GatedRMSNorm(d(outC), d(outC), z, d(norm), 1e-6)
+		})
+		p.same(1e-4, outF, convF, recF, outC, convC, recC)
+		for _, pair := range [][2]*rt.Tensor{{outF, outC}, {convF, convC}, {recF, recC}} {
+			var diff float64
+			for i, v := range pair[0].F32() {
+				diff = max(diff, math.Abs(float64(v-pair[1].F32()[i])))
+			}
+			if diff > 1e-6 {
+				t.Errorf("dk %d dv %d: on the CPU the step and its chain differ by %g", c.dk, c.dv, diff)
+			}
+		}
+	}
 }
 
 func TestMatMulAndEmbeddingAgreeWithCPU(t *testing.T) {

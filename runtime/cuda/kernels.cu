@@ -181,13 +181,18 @@ __global__ void l2_norm_f32(float* d, i64 sd, i64 sd1, const float* x, i64 sx, i
     for (int i = threadIdx.x; i < cols; i += blockDim.x) dr[i] = xr[i] * inv;
 }
 
-// split_query_gate_f32: row r of qg is [q | gate], each of cols.
-__global__ void split_query_gate_f32(float* q, i64 sq, float* gate, i64 sg, const float* qg, i64 sqg, int cols) {
+// split_query_gate_f32: row r of qg is [q | gate], each of cols; rows are
+// (token, head) pairs of group heads with strides (s0, s1).
+__global__ void split_query_gate_f32(float* q, i64 sq0, i64 sq1, float* gate, i64 sg0, i64 sg1, const float* qg, i64 sqg0,
+                                     i64 sqg1, int group, int cols) {
     DEPEND();
     i64 r = blockIdx.x;
+    float* qr = q + row_at(r, group, sq0, sq1);
+    float* gr = gate + row_at(r, group, sg0, sg1);
+    const float* src = qg + row_at(r, group, sqg0, sqg1);
     for (int i = threadIdx.x; i < cols; i += blockDim.x) {
-        q[r * sq + i] = qg[r * sqg + i];
-        gate[r * sg + i] = qg[r * sqg + cols + i];
+        qr[i] = src[i];
+        gr[i] = src[cols + i];
     }
 }
 
@@ -207,18 +212,21 @@ __device__ void rotate(float* x, int pos, int rdim, float theta) {
 }
 
 // rope_neox_f32: rows are (token, head) with heads per token; in place.
-__global__ void rope_neox_f32(float* x, i64 sx, const int* pos, int heads, int rdim, float theta) {
+__global__ void rope_neox_f32(float* x, i64 s0, i64 s1, const int* pos, int heads, int rdim, float theta) {
     DEPEND();
     i64 r = blockIdx.x;
-    rotate(x + r * sx, pos[r / heads], rdim, theta);
+    rotate(x + row_at(r, heads, s0, s1), pos[r / heads], rdim, theta);
 }
 
 // attn_preamble_f32: per token, hq query rows (split from qg, normalised
 // with 1 + qw, rotated) then hkv key rows (normalised with 1 + kw in place,
-// rotated). One block per (token, head) row.
-__global__ void attn_preamble_f32(float* q, i64 sq, float* gate, i64 sg, const float* qg, i64 sqg, float* k, i64 sk,
-                                  const float* qw, const float* kw, const int* pos, int hq, int hkv, int dim,
-                                  int rdim, float theta, float eps) {
+// rotated). One block per (token, head) row. qg, k and v are (token, head)
+// rows with strides (s0, s1). With kc, a key row and its v row are also
+// written to row slots[t] of the caches kc and vc [S, hkv, dim].
+__global__ void attn_preamble_f32(float* q, i64 sq, float* gate, i64 sg, const float* qg, i64 sqg0, i64 sqg1, float* k,
+                                  i64 sk0, i64 sk1, const float* qw, const float* kw, const int* pos, int hq, int hkv, int dim,
+                                  int rdim, float theta, float eps, float* kc, float* vc, const float* v, i64 sv0, i64 sv1,
+                                  const int* slots) {
     DEPEND();
     int row = blockIdx.x, t = row / (hq + hkv), h = row % (hq + hkv);
     const float* src;
@@ -226,12 +234,12 @@ __global__ void attn_preamble_f32(float* q, i64 sq, float* gate, i64 sg, const f
     const float* w;
     if (h < hq) {
         i64 r = (i64)t * hq + h;
-        src = qg + r * sqg;
+        src = qg + t * sqg0 + h * sqg1;
         dst = q + r * sq;
         w = qw;
         for (int i = threadIdx.x; i < dim; i += blockDim.x) gate[r * sg + i] = src[dim + i];
     } else {
-        dst = k + ((i64)t * hkv + h - hq) * sk;
+        dst = k + t * sk0 + (h - hq) * sk1;
         src = dst;
         w = kw;
     }
@@ -241,6 +249,14 @@ __global__ void attn_preamble_f32(float* q, i64 sq, float* gate, i64 sg, const f
     for (int i = threadIdx.x; i < dim; i += blockDim.x) dst[i] = src[i] * inv * (1.f + w[i]);
     __syncthreads();
     if (rdim > 0) rotate(dst, pos[t], rdim, theta);
+    if (!kc || h < hq) return;
+    __syncthreads(); // the rotated row is written
+    i64 o = ((i64)slots[t] * hkv + h - hq) * dim;
+    const float* vr = v + t * sv0 + (h - hq) * sv1;
+    for (int i = threadIdx.x; i < dim; i += blockDim.x) {
+        kc[o + i] = dst[i];
+        vc[o + i] = vr[i];
+    }
 }
 
 // gdn_gating_f32: g = -exp(aLog) * softplus(a + dtBias), beta = sigmoid(b).
@@ -787,6 +803,117 @@ __global__ void delta_rule_narrow_f32(DELTA_RULE_PARAMS) {
 __global__ void delta_rule_narrow_qknorm_f32(DELTA_RULE_PARAMS) {
     DEPEND();
     delta_rule(true, 4, DELTA_RULE_ARGS);
+}
+
+// conv_step: one channel c of a decode step's causal conv with SiLU: the
+// K-1 inputs before x in state [K-1, C], then x; advances the state.
+__device__ __forceinline__ float conv_step(const float* x, float* st, const float* w, int c, int C, int K) {
+    float acc = 0.f;
+    for (int j = 0; j < K - 1; j++) acc += w[(i64)c * K + j] * st[(i64)j * C + c];
+    float xc = x[c];
+    acc += w[(i64)c * K + K - 1] * xc;
+    if (K > 1) {
+        for (int r = 0; r < K - 2; r++) st[(i64)r * C + c] = st[(i64)(r + 1) * C + c];
+        st[(i64)(K - 2) * C + c] = xc;
+    }
+    return acc * sigmoidf_(acc);
+}
+
+// deltanet_step_f32: a decode step of a Gated DeltaNet block (one token a
+// sequence), the chain conv1d_causal (SiLU), delta_rule_qknorm (gating a
+// and b) and the gated rms_norm in one launch. A block takes key head
+// blockIdx.x of sequence blockIdx.y and every value head that reads it, so
+// that it alone reads and advances the conv state of the head's q and k
+// channels (other blocks need them in no order that a grid could keep).
+// Its threads are 4 lanes for each of dv columns (blockDim.x = 4·dv
+// rounded up to a warp's 8 columns); lane p of column j holds rows 16m +
+// 4p + (0..3) of S[:, j], as delta_rule with 4 lanes does. The head's
+// output is normalised over its dv columns (a block sum) and gated by
+// silu(z). Needs dk % 16 == 0, dk <= 128, dv <= 256.
+__global__ void deltanet_step_f32(float* out, i64 so, i64 so1, const float* qkv, i64 sx, const float* z, i64 sz, i64 sz1,
+                                  const float* a, i64 sa, const float* b, i64 sb, const float* convw, float* conv_state,
+                                  float* rec_state, const int* slots, int hk, int hv, int dk, int dv, int K, int tiled,
+                                  float qkeps, const float* alog, const float* dtb, const float* normw, float normeps) {
+    DEPEND();
+    __shared__ float4 qs4[32], ks4[32];
+    __shared__ float vs[256];
+    __shared__ float gate_e, gate_b;
+    float* qs = (float*)qs4;
+    float* ks = (float*)ks4;
+    int kh = blockIdx.x, y = blockIdx.y, C = 2 * hk * dk + hv * dv, tid = threadIdx.x, nt = blockDim.x;
+    i64 slot = slots[y];
+    const float* x = qkv + (i64)y * sx;
+    float* cs = conv_state + slot * (K - 1) * C;
+    for (int i = tid; i < 2 * dk; i += nt) {
+        int c = i < dk ? kh * dk + i : (hk + kh) * dk + i - dk;
+        float v = conv_step(x, cs, convw, c, C, K);
+        if (i < dk) qs[i] = v;
+        else ks[i - dk] = v;
+    }
+    __syncthreads();
+    float qq = 0.f, kk = 0.f;
+    for (int i = tid; i < dk; i += nt) {
+        qq += qs[i] * qs[i];
+        kk += ks[i] * ks[i];
+    }
+    qq = block_sum(qq);
+    kk = block_sum(kk); // its barriers order the reads above before the writes below
+    float qn = rsqrtf((float)dk) * rsqrtf(qq + qkeps), kn = rsqrtf(kk + qkeps);
+    for (int i = tid; i < dk; i += nt) {
+        qs[i] *= qn;
+        ks[i] *= kn;
+    }
+    int part = tid & 3, j = tid >> 2, M = dk / 16, ratio = hv / hk;
+    bool live = j < dv;
+    for (int r = 0; r < ratio; r++) {
+        int h = tiled ? kh + r * hk : kh * ratio + r;
+        for (int i = tid; i < dv; i += nt) vs[i] = conv_step(x, cs, convw, 2 * hk * dk + h * dv + i, C, K);
+        if (tid == 0) {
+            float gv = a[(i64)y * sa + h], bv = b[(i64)y * sb + h];
+            gdn_gate(&gv, &bv, alog[h], dtb[h]);
+            gate_e = expf(gv);
+            gate_b = bv;
+        }
+        __syncthreads(); // q, k, v and the gates are staged
+        float* S = rec_state + (slot * hv + h) * dk * dv;
+        float Sr[32];
+        float skj = 0.f, sqj = 0.f, kq = 0.f;
+        float4 kr[8];
+#pragma unroll
+        for (int m = 0; m < 8; m++)
+            if (m < M) {
+#pragma unroll
+                for (int e = 0; e < 4; e++) Sr[4 * m + e] = live ? S[(i64)(16 * m + 4 * part + e) * dv + j] : 0.f;
+                float4 k4 = ks4[4 * m + part], q4 = qs4[4 * m + part];
+                kr[m] = k4;
+                skj += Sr[4 * m] * k4.x + Sr[4 * m + 1] * k4.y + Sr[4 * m + 2] * k4.z + Sr[4 * m + 3] * k4.w;
+                sqj += Sr[4 * m] * q4.x + Sr[4 * m + 1] * q4.y + Sr[4 * m + 2] * q4.z + Sr[4 * m + 3] * q4.w;
+                kq += k4.x * q4.x + k4.y * q4.y + k4.z * q4.z + k4.w * q4.w;
+            }
+#pragma unroll
+        for (int o = 1; o < 4; o <<= 1) {
+            skj += __shfl_xor_sync(0xffffffffu, skj, o);
+            sqj += __shfl_xor_sync(0xffffffffu, sqj, o);
+            kq += __shfl_xor_sync(0xffffffffu, kq, o);
+        }
+        float e = gate_e;
+        float delta = gate_b * ((live ? vs[j] : 0.f) - e * skj);
+#pragma unroll
+        for (int m = 0; m < 8; m++)
+            if (m < M && live) {
+                S[(i64)(16 * m + 4 * part) * dv + j] = e * Sr[4 * m] + kr[m].x * delta;
+                S[(i64)(16 * m + 4 * part + 1) * dv + j] = e * Sr[4 * m + 1] + kr[m].y * delta;
+                S[(i64)(16 * m + 4 * part + 2) * dv + j] = e * Sr[4 * m + 2] + kr[m].z * delta;
+                S[(i64)(16 * m + 4 * part + 3) * dv + j] = e * Sr[4 * m + 3] + kr[m].w * delta;
+            }
+        float o = e * sqj + kq * delta;
+        float ss = block_sum(live && part == 0 ? o * o : 0.f);
+        if (live && part == 0) {
+            float zz = z[(i64)y * sz + (i64)h * sz1 + j];
+            out[(i64)y * so + (i64)h * so1 + j] = o * rsqrtf(ss / dv + normeps) * normw[j] * (zz * sigmoidf_(zz));
+        }
+        __syncthreads(); // vs and the gates are staged again for the next head
+    }
 }
 
 // attention_tile_f32: attention_f32 for prompts. A block of 4 warps takes

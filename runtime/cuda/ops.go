@@ -228,12 +228,15 @@ func l2Norm(dst, x *rt.Tensor, eps float32) {
 
 func splitQueryGate(q, gate, qg *rt.Tensor) {
 	kernel(rt.OpSplitQueryGate, func(c *Context) error {
-		m, err := mats([]string{"q", "gate", "qg"}, q, gate, qg)
+		g := q.Dim(1)
+		r, err := rowsAll([]string{"q", "gate", "qg"}, g, q, gate, qg)
 		if err != nil {
 			return err
 		}
-		return c.launch("split_query_gate_f32", int(m[0].rows), threads(m[0].cols), 0,
-			p(&m[0].ptr), p(&m[0].stride), p(&m[1].ptr), p(&m[1].stride), p(&m[2].ptr), p(&m[2].stride), p(&m[0].cols))
+		g32, cols := int32(g), int32(q.Dim(2))
+		return c.launch("split_query_gate_f32", q.Rows(), threads(cols), 0,
+			p(&r[0].ptr), p(&r[0].s0), p(&r[0].s1), p(&r[1].ptr), p(&r[1].s0), p(&r[1].s1), p(&r[2].ptr), p(&r[2].s0), p(&r[2].s1),
+			p(&g32), p(&cols))
 	})
 }
 
@@ -242,7 +245,7 @@ func ropeNeoX(x *rt.Tensor, positions []int32, rotaryDim int, theta float32) {
 		return
 	}
 	kernel(rt.OpRoPENeoX, func(c *Context) error {
-		m, err := asMat("x", x)
+		r, err := asRows3("x", x, x.Dim(1))
 		if err != nil {
 			return err
 		}
@@ -251,14 +254,22 @@ func ropeNeoX(x *rt.Tensor, positions []int32, rotaryDim int, theta float32) {
 			return err
 		}
 		heads, rd := int32(x.Dim(1)), int32(rotaryDim)
-		return c.launch("rope_neox_f32", int(m.rows), threads(rd/2), 0,
-			p(&m.ptr), p(&m.stride), p(&pos), p(&heads), p(&rd), p(&theta))
+		return c.launch("rope_neox_f32", x.Rows(), threads(rd/2), 0,
+			p(&r.ptr), p(&r.s0), p(&r.s1), p(&pos), p(&heads), p(&rd), p(&theta))
 	})
 }
 
 func attnPreamble(q, gate, qg, k, qNorm, kNorm *rt.Tensor, positions []int32, pp rt.PreambleParams) {
 	kernel(rt.OpAttnPreamble, func(c *Context) error {
-		m, err := mats([]string{"q", "gate", "qg", "k", "q_norm", "k_norm"}, q, gate, qg, k, qNorm, kNorm)
+		m, err := mats([]string{"q", "gate", "q_norm", "k_norm"}, q, gate, qNorm, kNorm)
+		if err != nil {
+			return err
+		}
+		qgv, err := asRows3("qg", qg, qg.Dim(1))
+		if err != nil {
+			return err
+		}
+		kv, err := asRows3("k", k, k.Dim(1))
 		if err != nil {
 			return err
 		}
@@ -266,12 +277,24 @@ func attnPreamble(q, gate, qg, k, qNorm, kNorm *rt.Tensor, positions []int32, pp
 		if err != nil {
 			return err
 		}
+		var kc, vc, slots uintptr // with a cache, the keys and v go there too
+		var vv rows3
+		if pp.KCache != nil {
+			kc, vc = pp.KCache.DevicePtr(), pp.VCache.DevicePtr()
+			if vv, err = asRows3("v", pp.V, pp.V.Dim(1)); err != nil {
+				return err
+			}
+			if slots, err = c.hostInts(pp.Slots); err != nil {
+				return err
+			}
+		}
 		hq, hkv, dim := int32(q.Dim(1)), int32(k.Dim(1)), int32(q.Dim(2))
 		rd := int32(pp.RotaryDim)
 		rows := q.Dim(0) * int(hq+hkv)
 		return c.launch("attn_preamble_f32", rows, threads(dim), 0,
-			p(&m[0].ptr), p(&m[0].stride), p(&m[1].ptr), p(&m[1].stride), p(&m[2].ptr), p(&m[2].stride), p(&m[3].ptr), p(&m[3].stride),
-			p(&m[4].ptr), p(&m[5].ptr), p(&pos), p(&hq), p(&hkv), p(&dim), p(&rd), p(&pp.Theta), p(&pp.Eps))
+			p(&m[0].ptr), p(&m[0].stride), p(&m[1].ptr), p(&m[1].stride), p(&qgv.ptr), p(&qgv.s0), p(&qgv.s1), p(&kv.ptr), p(&kv.s0), p(&kv.s1),
+			p(&m[2].ptr), p(&m[3].ptr), p(&pos), p(&hq), p(&hkv), p(&dim), p(&rd), p(&pp.Theta), p(&pp.Eps),
+			p(&kc), p(&vc), p(&vv.ptr), p(&vv.s0), p(&vv.s1), p(&slots))
 	})
 }
 
@@ -624,6 +647,38 @@ func deltaRuleLaunch(op rt.OpID, out, q, k, v, g, beta, state *rt.Tensor, slots 
 			p(&rv[0].ptr), p(&rv[0].s0), p(&rv[0].s1), p(&r[0].ptr), p(&r[0].s0), p(&r[0].s1), p(&r[1].ptr), p(&r[1].s0), p(&r[1].s1),
 			p(&rv[1].ptr), p(&rv[1].s0), p(&rv[1].s1), p(&m[0].ptr), p(&m[0].stride), p(&m[1].ptr), p(&m[1].stride), p(&m[2].ptr),
 			p(&dslots), p(&T), p(&hk), p(&hv), p(&dk), p(&dv), p(&tiled), p(&dp.QKNormEps), p(&aLog), p(&dtBias))
+	})
+}
+
+// deltaNetStep runs a DeltaNet decode step as one launch, a block per
+// (key head, sequence) (see deltanet_step_f32).
+func deltaNetStep(s *rt.DeltaNetStepArgs) {
+	kernel(rt.OpDeltaNetStep, func(c *Context) error {
+		hv, dv := s.Out.Dim(1), s.Out.Dim(2)
+		if s.KeyDim%16 != 0 || s.KeyDim > 128 || dv > 256 {
+			return fmt.Errorf("key head dim %d, value head dim %d: the kernel takes key dims in multiples of 16 up to 128 and value dims up to 256", s.KeyDim, dv)
+		}
+		m, err := mats([]string{"qkv", "a", "b"}, s.QKV, s.A, s.B)
+		if err != nil {
+			return err
+		}
+		r, err := rowsAll([]string{"out", "z"}, hv, s.Out, s.Z)
+		if err != nil {
+			return err
+		}
+		slots, err := c.hostInts(s.Slots)
+		if err != nil {
+			return err
+		}
+		convW, convStates, recStates, norm := s.ConvW.DevicePtr(), s.ConvStates.DevicePtr(), s.RecStates.DevicePtr(), s.Norm.DevicePtr()
+		aLog, dtBias := s.Rule.ALog.DevicePtr(), s.Rule.DtBias.DevicePtr()
+		hk, hv32, dk, dv32, k := int32(s.KeyHeads), int32(hv), int32(s.KeyDim), int32(dv), int32(s.ConvW.Dim(1))
+		tiled := int32(b2i(s.Rule.TiledHeads))
+		threads := 4 * ((dv + 7) / 8 * 8) // 4 lanes a column, whole warps
+		return c.launch2("deltanet_step_f32", s.KeyHeads, len(s.Slots), threads, 0,
+			p(&r[0].ptr), p(&r[0].s0), p(&r[0].s1), p(&m[0].ptr), p(&m[0].stride), p(&r[1].ptr), p(&r[1].s0), p(&r[1].s1),
+			p(&m[1].ptr), p(&m[1].stride), p(&m[2].ptr), p(&m[2].stride), p(&convW), p(&convStates), p(&recStates), p(&slots),
+			p(&hk), p(&hv32), p(&dk), p(&dv32), p(&k), p(&tiled), p(&s.Rule.QKNormEps), p(&aLog), p(&dtBias), p(&norm), p(&s.NormEps))
 	})
 }
 

@@ -54,6 +54,7 @@ func Register(reg *rt.Registry) error {
 		rt.Register(reg, rt.DeltaRuleRecurrent, rt.CUDA, f32, Provider, deltaRule(rt.OpDeltaRuleRecurrent)),
 		rt.Register(reg, rt.Conv1dSlots, rt.CUDA, f32, Provider, conv1dSlots),
 		rt.Register(reg, rt.DeltaRuleSlots, rt.CUDA, f32, Provider, deltaRuleSlots),
+		rt.Register(reg, rt.DeltaNetStep, rt.CUDA, f32, Provider, deltaNetStep),
 		rt.Register(reg, rt.GatherRows, rt.CUDA, f32, Provider, gatherRows),
 	}
 	for dt := range expertTypes {
