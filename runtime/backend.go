@@ -605,8 +605,6 @@ func (b *Backend) DeltaNetStep(s *DeltaNetStepArgs) error {
 	ts := append(room[:0], s.Out, s.QKV, s.Z, s.A, s.B, s.ConvW, s.ConvStates, s.RecStates, s.Norm, s.Rule.ALog, s.Rule.DtBias)
 	if nonNil(ts...) {
 		checkDeltaNetStep(c, s)
-	} else if s.Rule.ALog == nil || s.Rule.DtBias == nil {
-		c.failf(ErrShape, "a DeltaNet step gates a and b: it needs A_log and dt_bias")
 	}
 	return run(b, DeltaNetStep, F32, c, ts, func(k DeltaNetStepKernel) { k(s) })
 }

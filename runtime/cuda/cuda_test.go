@@ -140,23 +140,12 @@ func TestAttentionOpsAgreeWithCPU(t *testing.T) {
 	positions := []int32{3, 4, 5, 6, 7}
 	kvSlots := []int32{8, 0, 3, 4, 1}
 	views := func(proj *rt.Tensor) (qg, k, v *rt.Tensor) {
-		part := func(lo, hi, heads int) *rt.Tensor {
-			s, err := proj.Slice(1, lo, hi)
-			if err != nil {
-				t.Fatal(err)
-			}
-			r, err := s.Reshape(T, heads, -1)
-			if err != nil {
-				t.Fatal(err)
-			}
-			return r
-		}
-		return part(0, hq*2*dim, hq), part(hq*2*dim, (hq*2+hkv)*dim, hkv), part((hq*2+hkv)*dim, (hq*2+2*hkv)*dim, hkv)
+		return columns(t, proj, 0, hq*2*dim, T, hq, 2*dim), columns(t, proj, hq*2*dim, (hq*2+hkv)*dim, T, hkv, dim),
+			columns(t, proj, (hq*2+hkv)*dim, (hq*2+2*hkv)*dim, T, hkv, dim)
 	}
 	for _, rd := range []int{0, 64, dim} {
 		proj := p.random(1, T, (hq*2+2*hkv)*dim)
-		proj2 := rt.New(rt.F32, T, (hq*2+2*hkv)*dim)
-		copy(proj2.F32(), proj.F32())
+		proj2 := hostCopy(proj)
 		q, gate := rt.New(rt.F32, T, hq, dim), rt.New(rt.F32, T, hq, dim)
 		q2, gate2 := rt.New(rt.F32, T, hq, dim), rt.New(rt.F32, T, hq, dim)
 		kc, vc, kc2, vc2 := rt.New(rt.F32, slots, hkv, dim), rt.New(rt.F32, slots, hkv, dim), rt.New(rt.F32, slots, hkv, dim), rt.New(rt.F32, slots, hkv, dim)
@@ -240,15 +229,10 @@ func TestDeltaNetOpsAgreeWithCPU(t *testing.T) {
 		q, k, v := p.random(1, T, hk, dk), p.random(1, T, hk, dk), p.random(1, T, hv, dv)
 		rec, chunked := rt.New(rt.F32, T, hv, dv), rt.New(rt.F32, T, hv, dv)
 		s0 := p.random(0.1, hv, dk, dv)
-		clone := func(x *rt.Tensor) *rt.Tensor {
-			c := rt.New(rt.F32, x.Shape()...)
-			copy(c.F32(), x.F32())
-			return c
-		}
-		s1, s2, s3 := clone(s0), clone(s0), clone(s0)
+		s1, s2, s3 := hostCopy(s0), hostCopy(s0), hostCopy(s0)
 		// The fused forms take q and k as they are and normalise them, and
 		// a and b as they are and gate them.
-		qRaw, kRaw := clone(q), clone(k)
+		qRaw, kRaw := hostCopy(q), hostCopy(k)
 		recFused, chunkedFused := rt.New(rt.F32, T, hv, dv), rt.New(rt.F32, T, hv, dv)
 		p.both(func(be *rt.Backend, d func(*rt.Tensor) *rt.Tensor) error {
 			if err := be.Conv1dCausal(d(conv), d(x), d(w), d(state), T == 1); err != nil {
@@ -348,6 +332,27 @@ func TestSlotOpsAgreeWithCPU(t *testing.T) {
 	p.same(1e-4, out, states)
 }
 
+// columns is x's columns lo..hi (a view of its rows), reshaped to shape
+// when one is given.
+func columns(t *testing.T, x *rt.Tensor, lo, hi int, shape ...int) *rt.Tensor {
+	t.Helper()
+	v, err := x.Slice(1, lo, hi)
+	if err == nil && len(shape) > 0 {
+		v, err = v.Reshape(shape...)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	return v
+}
+
+// hostCopy is a copy of host tensor h.
+func hostCopy(h *rt.Tensor) *rt.Tensor {
+	o := rt.New(rt.F32, h.Shape()...)
+	copy(o.F32(), h.F32())
+	return o
+}
+
 // TestDeltaNetStepAgreesWithCPU runs deltanet_step and the chain it
 // replaces (conv1d_causal_slots, delta_rule_slots, gated_rms_norm) on both
 // backends, on views of one projection's rows as the model has them: key
@@ -366,30 +371,15 @@ func TestDeltaNetStepAgreesWithCPU(t *testing.T) {
 		proj := p.random(1, n, width)
 		w, alog, dtb, norm := p.random(0.5, C, K), p.random(0.5, hv), p.random(0.5, hv), p.random(0.5, c.dv)
 		convInit, recInit := p.random(1, S, K-1, C), p.random(0.1, S, hv, c.dk, c.dv)
-		clone := func(h *rt.Tensor) *rt.Tensor {
-			o := rt.New(rt.F32, h.Shape()...)
-			copy(o.F32(), h.F32())
-			return o
-		}
-		convF, recF, convC, recC := clone(convInit), clone(recInit), clone(convInit), clone(recInit)
+		convF, recF, convC, recC := hostCopy(convInit), hostCopy(recInit), hostCopy(convInit), hostCopy(recInit)
 		outF, outC, mixed := rt.New(rt.F32, n, hv, c.dv), rt.New(rt.F32, n, hv, c.dv), rt.New(rt.F32, n, C)
 		rule := func(d func(*rt.Tensor) *rt.Tensor) rt.DeltaRuleParams {
 			return rt.DeltaRuleParams{TiledHeads: c.tiled, QKNormEps: 1e-6, ALog: d(alog), DtBias: d(dtb)}
 		}
-		cols := func(x *rt.Tensor, lo, hi int, shape ...int) *rt.Tensor {
-			v, err := x.Slice(1, lo, hi)
-			if err == nil && len(shape) > 0 {
-				v, err = v.Reshape(shape...)
-			}
-			if err != nil {
-				t.Fatal(err)
-			}
-			return v
-		}
 		p.both(func(be *rt.Backend, d func(*rt.Tensor) *rt.Tensor) error {
 			pr := d(proj)
-			qkv, z := cols(pr, 0, C), cols(pr, C, C+hv*c.dv, n, hv, c.dv)
-			b, a := cols(pr, C+hv*c.dv, C+hv*c.dv+hv), cols(pr, C+hv*c.dv+hv, width)
+			qkv, z := columns(t, pr, 0, C), columns(t, pr, C, C+hv*c.dv, n, hv, c.dv)
+			b, a := columns(t, pr, C+hv*c.dv, C+hv*c.dv+hv), columns(t, pr, C+hv*c.dv+hv, width)
 			s := rt.DeltaNetStepArgs{Out: d(outF), QKV: qkv, Z: z, A: a, B: b, ConvW: d(w), ConvStates: d(convF), RecStates: d(recF),
 				Norm: d(norm), Slots: c.slots, KeyHeads: hk, KeyDim: c.dk, Rule: rule(d), NormEps: 1e-6}
 			if err := be.DeltaNetStep(&s); err != nil {
@@ -398,8 +388,8 @@ func TestDeltaNetStepAgreesWithCPU(t *testing.T) {
 			if err := be.Conv1dSlots(d(mixed), qkv, d(w), d(convC), c.slots, true); err != nil {
 				return err
 			}
-			qk := cols(d(mixed), 0, 2*hk*c.dk, n, 2*hk, c.dk)
-			if err := be.DeltaRuleSlots(d(outC), cols(qk, 0, hk), cols(qk, hk, 2*hk), cols(d(mixed), 2*hk*c.dk, C, n, hv, c.dv),
+			qk := columns(t, d(mixed), 0, 2*hk*c.dk, n, 2*hk, c.dk)
+			if err := be.DeltaRuleSlots(d(outC), columns(t, qk, 0, hk), columns(t, qk, hk, 2*hk), columns(t, d(mixed), 2*hk*c.dk, C, n, hv, c.dv),
 				a, b, d(recC), c.slots, rule(d)); err != nil {
 				return err
 			}
