@@ -11,6 +11,7 @@ import (
 	"time"
 	"unsafe"
 
+	"github.com/ebitengine/purego"
 	rt "github.com/govllm/govllm/runtime"
 )
 
@@ -22,23 +23,17 @@ var (
 	cuDeviceGetName             func(name *byte, n int32, dev int32) int32
 	cuDeviceGetAttribute        func(v *int32, attr int32, dev int32) int32
 	cuDevicePrimaryCtxRetain    func(ctx *uintptr, dev int32) int32
-	cuCtxSetCurrent             func(ctx uintptr) int32
-	cuCtxSynchronize            func() int32
 	cuMemAlloc                  func(p *uintptr, n uintptr) int32
 	cuMemFree                   func(p uintptr) int32
 	cuMemcpyHtoD                func(dst uintptr, src unsafe.Pointer, n uintptr) int32
-	cuMemcpyDtoH                func(dst unsafe.Pointer, src uintptr, n uintptr) int32
 	cuMemsetD8                  func(dst uintptr, v uint8, n uintptr) int32
 	cuMemcpyDtoD                func(dst, src uintptr, n uintptr) int32
 	cuMemGetInfo                func(free, total *uintptr) int32
 	cuMemHostAlloc              func(p *unsafe.Pointer, n uintptr, flags uint32) int32
-	cuMemcpyHtoDAsync           func(dst uintptr, src unsafe.Pointer, n uintptr, stream uintptr) int32
 	cuStreamCreate              func(s *uintptr, flags uint32) int32
-	cuStreamSynchronize         func(s uintptr) int32
 	cuStreamBeginCapture        func(s uintptr, mode int32) int32
 	cuStreamEndCapture          func(s uintptr, g *uintptr) int32
 	cuGraphInstantiateWithFlags func(exec *uintptr, g uintptr, flags uint64) int32
-	cuGraphLaunch               func(exec uintptr, s uintptr) int32
 	cuGraphDestroy              func(g uintptr) int32
 	cuGraphExecDestroy          func(exec uintptr) int32
 	cuMemFreeHost               func(p unsafe.Pointer) int32
@@ -47,12 +42,47 @@ var (
 	cuFuncSetAttribute          func(fn uintptr, attr int32, v int32) int32
 	cuFuncGetAttribute          func(v *int32, attr int32, fn uintptr) int32
 	cuOccupancyMaxActiveBlocks  func(n *int32, fn uintptr, block int32, shared uintptr) int32
-	cuLaunchKernel              func(fn uintptr, gx, gy, gz, bx, by, bz uint32, shared uint32, stream uintptr, params unsafe.Pointer, extra unsafe.Pointer) int32
-	cuLaunchKernelEx            func(config *launchConfig, fn uintptr, params unsafe.Pointer, extra unsafe.Pointer) int32 // CUDA 12; nil before
 	cuGetErrorName              func(code int32, s **byte) int32
 	cuDriverGetVersion          func(v *int32) int32
 	cuDeviceTotalMem            func(n *uintptr, dev int32) int32
 )
+
+// The driver calls made every step or every launch go through
+// purego.SyscallN: a function bound by purego.RegisterFunc allocates (it
+// calls through reflect) every time.
+var hot struct {
+	ctxSetCurrent, ctxSynchronize, streamSynchronize, graphLaunch uintptr
+	memcpyDtoH, memcpyHtoDAsync, launchKernel, launchKernelEx     uintptr // launchKernelEx: CUDA 12; 0 before
+}
+
+func call(fn uintptr, args ...uintptr) int32 {
+	r, _, _ := purego.SyscallN(fn, args...)
+	return int32(r)
+}
+
+func cuCtxSetCurrent(ctx uintptr) int32   { return call(hot.ctxSetCurrent, ctx) }
+func cuCtxSynchronize() int32             { return call(hot.ctxSynchronize) }
+func cuStreamSynchronize(s uintptr) int32 { return call(hot.streamSynchronize, s) }
+func cuGraphLaunch(exec, s uintptr) int32 { return call(hot.graphLaunch, exec, s) }
+
+// The host pointers passed here are page-locked or Go memory that the
+// caller holds: the collector does not move it.
+func cuMemcpyDtoH(dst unsafe.Pointer, src, n uintptr) int32 {
+	return call(hot.memcpyDtoH, uintptr(dst), src, n)
+}
+
+func cuMemcpyHtoDAsync(dst uintptr, src unsafe.Pointer, n, stream uintptr) int32 {
+	return call(hot.memcpyHtoDAsync, dst, uintptr(src), n, stream)
+}
+
+func cuLaunchKernel(fn uintptr, gx, gy, gz, bx, by, bz, shared uint32, stream uintptr, params, extra unsafe.Pointer) int32 {
+	return call(hot.launchKernel, fn, uintptr(gx), uintptr(gy), uintptr(gz), uintptr(bx), uintptr(by), uintptr(bz),
+		uintptr(shared), stream, uintptr(params), uintptr(extra))
+}
+
+func cuLaunchKernelEx(config *launchConfig, fn uintptr, params, extra unsafe.Pointer) int32 {
+	return call(hot.launchKernelEx, uintptr(unsafe.Pointer(config)), fn, uintptr(params), uintptr(extra))
+}
 
 const (
 	streamNonBlocking    = 1
@@ -84,6 +114,12 @@ type Context struct {
 	bigShared map[uintptr]bool             // kernels allowed more than 48 KiB of shared memory
 	experts   map[*rt.Experts]*expertTable // moe_experts weight tables, uploaded at first use
 	blas      *blas
+	// An eager launch's argument values and the pointers to them that the
+	// driver reads (here, not on the stack: they escape through purego).
+	argVals [48]uint64
+	argPtrs [48]unsafe.Pointer
+	// Host arrays that ops build each call before staging them.
+	hostRows [3][]int32
 
 	mu      sync.Mutex
 	err     error
@@ -140,17 +176,17 @@ func open() (*Context, error) {
 	err = lib.bind(map[string]any{
 		"cuInit": &cuInit, "cuDeviceGetCount": &cuDeviceGetCount, "cuDeviceGet": &cuDeviceGet,
 		"cuDeviceGetName": &cuDeviceGetName, "cuDeviceGetAttribute": &cuDeviceGetAttribute,
-		"cuDevicePrimaryCtxRetain": &cuDevicePrimaryCtxRetain, "cuCtxSetCurrent": &cuCtxSetCurrent,
-		"cuCtxSynchronize": &cuCtxSynchronize, "cuMemAlloc_v2": &cuMemAlloc, "cuMemFree_v2": &cuMemFree,
-		"cuMemcpyHtoD_v2": &cuMemcpyHtoD, "cuMemcpyDtoH_v2": &cuMemcpyDtoH, "cuMemsetD8_v2": &cuMemsetD8,
+		"cuDevicePrimaryCtxRetain": &cuDevicePrimaryCtxRetain, "cuCtxSetCurrent": &hot.ctxSetCurrent,
+		"cuCtxSynchronize": &hot.ctxSynchronize, "cuMemAlloc_v2": &cuMemAlloc, "cuMemFree_v2": &cuMemFree,
+		"cuMemcpyHtoD_v2": &cuMemcpyHtoD, "cuMemcpyDtoH_v2": &hot.memcpyDtoH, "cuMemsetD8_v2": &cuMemsetD8,
 		"cuMemcpyDtoD_v2": &cuMemcpyDtoD, "cuMemGetInfo_v2": &cuMemGetInfo,
-		"cuMemHostAlloc": &cuMemHostAlloc, "cuMemcpyHtoDAsync_v2": &cuMemcpyHtoDAsync,
-		"cuStreamCreate": &cuStreamCreate, "cuStreamSynchronize": &cuStreamSynchronize,
+		"cuMemHostAlloc": &cuMemHostAlloc, "cuMemcpyHtoDAsync_v2": &hot.memcpyHtoDAsync,
+		"cuStreamCreate": &cuStreamCreate, "cuStreamSynchronize": &hot.streamSynchronize,
 		"cuStreamBeginCapture_v2": &cuStreamBeginCapture, "cuStreamEndCapture": &cuStreamEndCapture,
-		"cuGraphInstantiateWithFlags": &cuGraphInstantiateWithFlags, "cuGraphLaunch": &cuGraphLaunch,
+		"cuGraphInstantiateWithFlags": &cuGraphInstantiateWithFlags, "cuGraphLaunch": &hot.graphLaunch,
 		"cuGraphDestroy": &cuGraphDestroy, "cuGraphExecDestroy": &cuGraphExecDestroy, "cuMemFreeHost": &cuMemFreeHost,
 		"cuModuleLoadData": &cuModuleLoadData, "cuModuleGetFunction": &cuModuleGetFunction,
-		"cuFuncSetAttribute": &cuFuncSetAttribute, "cuLaunchKernel": &cuLaunchKernel,
+		"cuFuncSetAttribute": &cuFuncSetAttribute, "cuLaunchKernel": &hot.launchKernel,
 		"cuFuncGetAttribute": &cuFuncGetAttribute, "cuOccupancyMaxActiveBlocksPerMultiprocessor": &cuOccupancyMaxActiveBlocks,
 		"cuGetErrorName": &cuGetErrorName, "cuDriverGetVersion": &cuDriverGetVersion,
 		"cuDeviceTotalMem_v2": &cuDeviceTotalMem,
@@ -158,8 +194,8 @@ func open() (*Context, error) {
 	if err != nil {
 		return nil, fmt.Errorf("cuda: %w", err)
 	}
-	if lib.bind(map[string]any{"cuLaunchKernelEx": &cuLaunchKernelEx}) != nil {
-		cuLaunchKernelEx = nil
+	if lib.bind(map[string]any{"cuLaunchKernelEx": &hot.launchKernelEx}) != nil {
+		hot.launchKernelEx = 0
 	}
 	if (profiling || profilingGraph) && bindEvents(lib) != nil {
 		profiling, profilingGraph = false, false
@@ -199,7 +235,7 @@ func open() (*Context, error) {
 	cuDriverGetVersion(&v)
 	c.Driver = int(v)
 	cuDeviceTotalMem(&c.TotalMem, dev)
-	c.pdl = c.Major >= 9 && cuLaunchKernelEx != nil && os.Getenv("GOVLLM_CUDA_PDL") != "0"
+	c.pdl = c.Major >= 9 && hot.launchKernelEx != 0 && os.Getenv("GOVLLM_CUDA_PDL") != "0"
 	if err := check("cuDevicePrimaryCtxRetain", cuDevicePrimaryCtxRetain(&c.ctx, dev)); err != nil {
 		return nil, err
 	}
@@ -456,13 +492,14 @@ func (r *recorder) stage(c *Context, v []int32) (uintptr, error) {
 
 // function returns kernel name of the module.
 func (c *Context) function(name string) (uintptr, error) {
-	fn, ok := c.fns[name]
-	if !ok {
-		if err := check("cuModuleGetFunction "+name, cuModuleGetFunction(&fn, c.mod, name)); err != nil {
-			return 0, err
-		}
-		c.fns[name] = fn
+	if fn, ok := c.fns[name]; ok {
+		return fn, nil
 	}
+	var fn uintptr // escapes to the driver: only on a miss
+	if err := check("cuModuleGetFunction "+name, cuModuleGetFunction(&fn, c.mod, name)); err != nil {
+		return 0, err
+	}
+	c.fns[name] = fn
 	return fn, nil
 }
 
@@ -510,12 +547,13 @@ func (c *Context) launch2(name string, grid, gridY, block, shared int, args ...k
 	if profiling {
 		defer profileSince(name, 0, c.profileStart(0))
 	}
-	var ptrs [48]unsafe.Pointer
+	vals, ptrs := &c.argVals, &c.argPtrs
 	if len(args) > len(ptrs) {
 		return fmt.Errorf("cuda: %s: %d kernel arguments", name, len(args))
 	}
 	for i, a := range args {
-		ptrs[i] = a.ptr
+		vals[i] = a.v
+		ptrs[i] = unsafe.Pointer(&vals[i])
 	}
 	code := cuLaunchKernel(fn, uint32(grid), uint32(gridY), 1, uint32(block), 1, 1, uint32(shared), 0, unsafe.Pointer(&ptrs[0]), nil)
 	if code != 0 {

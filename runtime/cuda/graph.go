@@ -25,13 +25,23 @@ import (
 // growing) first issues what was recorded and lets the rest of the step
 // run eagerly.
 
-// karg is one kernel argument: the address and size of its value.
+// karg is one kernel argument: its value in the low bytes of v, and its
+// size. Held by value, so that launching allocates nothing (a pointer to
+// each argument made every argument escape to the heap).
 type karg struct {
-	ptr  unsafe.Pointer
+	v    uint64
 	size uintptr
 }
 
-func p[T any](v *T) karg { return karg{unsafe.Pointer(v), unsafe.Sizeof(*v)} }
+type kernelScalar interface {
+	~int32 | ~uint32 | ~int64 | ~uint64 | ~uintptr | ~float32
+}
+
+func p[T kernelScalar](v T) karg {
+	a := karg{size: unsafe.Sizeof(v)}
+	*(*T)(unsafe.Pointer(&a.v)) = v
+	return a
+}
 
 const (
 	recLaunch = iota + 1
@@ -219,7 +229,8 @@ func (c *Context) issueWhile(enc []byte, then func()) error {
 func (c *Context) issue(enc []byte) (launched bool, err error) {
 	for i, g := range c.graphs {
 		if bytes.Equal(g.enc, enc) {
-			c.graphs = append(append(c.graphs[:i:i], c.graphs[i+1:]...), g) // most recent last
+			copy(c.graphs[i:], c.graphs[i+1:]) // most recent last
+			c.graphs[len(c.graphs)-1] = g
 			return true, c.launchGraph(g.exec)
 		}
 	}
@@ -410,10 +421,8 @@ func (r *recorder) recordLaunch(fn uintptr, grid, gridY, block, shared int, args
 	}
 	for _, a := range args {
 		r.u64(uint64(a.size))
-		r.enc = append(r.enc, unsafe.Slice((*byte)(a.ptr), a.size)...)
-		for len(r.enc)%8 != 0 {
-			r.enc = append(r.enc, 0)
-		}
+		r.u64(a.v) // the value, zero-padded to 8 bytes
+
 	}
 }
 

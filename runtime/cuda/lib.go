@@ -48,13 +48,18 @@ func openLibrary(what string, names []string, dirs []string) (*library, error) {
 		ErrUnavailable, what, strings.Join(names, ", "), strings.Join(shown, ", "))
 }
 
-// bind resolves each symbol of syms into its function pointer.
+// bind resolves each symbol of syms into its function (a pointer to a func
+// variable, bound through purego.RegisterFunc) or its address (a *uintptr).
 func (l *library) bind(syms map[string]any) error {
 	var missing []string
 	for name, fn := range syms {
 		sym, err := purego.Dlsym(l.handle, name)
 		if err != nil {
 			missing = append(missing, name)
+			continue
+		}
+		if addr, ok := fn.(*uintptr); ok {
+			*addr = sym
 			continue
 		}
 		purego.RegisterFunc(fn, sym)

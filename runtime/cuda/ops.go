@@ -63,15 +63,15 @@ func group(t *rt.Tensor) int {
 	return 1
 }
 
-func rowsAll(names []string, g int, ts ...*rt.Tensor) ([]rows3, error) {
-	out := make([]rows3, len(ts))
+func rowsAll(names []string, g int, ts ...*rt.Tensor) ([maxOperands]rows3, error) {
+	var out [maxOperands]rows3 // an array, as mats
 	for i, t := range ts {
 		if t == nil {
 			continue
 		}
 		r, err := asRows3(names[i], t, g)
 		if err != nil {
-			return nil, err
+			return out, err
 		}
 		out[i] = r
 	}
@@ -124,6 +124,16 @@ func (c *Context) launchEach(name string, dst mat, args ...karg) error {
 	return c.launch2(name, int(dst.rows), int(min((dst.cols+255)/256, 64)), 256, 0, args...)
 }
 
+// grown is *s resized to n and cleared, reallocated only to grow.
+func grown(s *[]int32, n int) []int32 {
+	if cap(*s) < n {
+		*s = make([]int32, n)
+	}
+	*s = (*s)[:n]
+	clear(*s)
+	return *s
+}
+
 // threads picks a block size for rows of n elements.
 func threads(n int32) int {
 	switch {
@@ -144,7 +154,7 @@ func add(dst, a, b *rt.Tensor) {
 			return err
 		}
 		return c.launchEach("add_f32", m[0],
-			p(&m[0].ptr), p(&m[0].stride), p(&m[1].ptr), p(&m[1].stride), p(&m[2].ptr), p(&m[2].stride), p(&m[0].cols))
+			p(m[0].ptr), p(m[0].stride), p(m[1].ptr), p(m[1].stride), p(m[2].ptr), p(m[2].stride), p(m[0].cols))
 	})
 }
 
@@ -161,7 +171,7 @@ func swiglu(op rt.OpID, dst, gate, up *rt.Tensor) {
 			}
 		}
 		return c.launchEach("swiglu_f32", m[0],
-			p(&m[0].ptr), p(&m[0].stride), p(&m[1].ptr), p(&m[1].stride), p(&u.ptr), p(&u.stride), p(&m[0].cols))
+			p(m[0].ptr), p(m[0].stride), p(m[1].ptr), p(m[1].stride), p(u.ptr), p(u.stride), p(m[0].cols))
 	})
 }
 
@@ -175,7 +185,7 @@ func sigmoidMul(dst, x, gate *rt.Tensor) {
 			return err
 		}
 		return c.launchEach("sigmoid_mul_f32", m[0],
-			p(&m[0].ptr), p(&m[0].stride), p(&m[1].ptr), p(&m[1].stride), p(&m[2].ptr), p(&m[2].stride), p(&m[0].cols), p(&m[2].cols))
+			p(m[0].ptr), p(m[0].stride), p(m[1].ptr), p(m[1].stride), p(m[2].ptr), p(m[2].stride), p(m[0].cols), p(m[2].cols))
 	})
 }
 
@@ -188,8 +198,8 @@ func rmsNormWith(op rt.OpID, dst, x, z, w *rt.Tensor, eps float32, offset int32)
 		}
 		wp, g32, rows, cols := w.DevicePtr(), int32(g), dst.Rows(), int32(dst.Dim(-1))
 		return c.launch("rms_norm_f32", rows, threads(cols), 0,
-			p(&r[0].ptr), p(&r[0].s0), p(&r[0].s1), p(&r[1].ptr), p(&r[1].s0), p(&r[1].s1), p(&wp), p(&r[2].ptr), p(&r[2].s0), p(&r[2].s1),
-			p(&g32), p(&cols), p(&eps), p(&offset))
+			p(r[0].ptr), p(r[0].s0), p(r[0].s1), p(r[1].ptr), p(r[1].s0), p(r[1].s1), p(wp), p(r[2].ptr), p(r[2].s0), p(r[2].s1),
+			p(g32), p(cols), p(eps), p(offset))
 	})
 }
 
@@ -208,8 +218,8 @@ func addRMSNormOffset(dst, x, y, w *rt.Tensor, eps float32) {
 			return err
 		}
 		return c.launch("add_rms_norm_f32", int(m[0].rows), threads(m[0].cols), 0,
-			p(&m[0].ptr), p(&m[0].stride), p(&m[1].ptr), p(&m[1].stride), p(&m[2].ptr), p(&m[2].stride), p(&m[3].ptr),
-			p(&m[0].cols), p(&eps))
+			p(m[0].ptr), p(m[0].stride), p(m[1].ptr), p(m[1].stride), p(m[2].ptr), p(m[2].stride), p(m[3].ptr),
+			p(m[0].cols), p(eps))
 	})
 }
 
@@ -222,7 +232,7 @@ func l2Norm(dst, x *rt.Tensor, eps float32) {
 		}
 		g32, rows, cols := int32(g), dst.Rows(), int32(dst.Dim(-1))
 		return c.launch("l2_norm_f32", rows, threads(cols), 0,
-			p(&r[0].ptr), p(&r[0].s0), p(&r[0].s1), p(&r[1].ptr), p(&r[1].s0), p(&r[1].s1), p(&g32), p(&cols), p(&eps))
+			p(r[0].ptr), p(r[0].s0), p(r[0].s1), p(r[1].ptr), p(r[1].s0), p(r[1].s1), p(g32), p(cols), p(eps))
 	})
 }
 
@@ -235,8 +245,8 @@ func splitQueryGate(q, gate, qg *rt.Tensor) {
 		}
 		g32, cols := int32(g), int32(q.Dim(2))
 		return c.launch("split_query_gate_f32", q.Rows(), threads(cols), 0,
-			p(&r[0].ptr), p(&r[0].s0), p(&r[0].s1), p(&r[1].ptr), p(&r[1].s0), p(&r[1].s1), p(&r[2].ptr), p(&r[2].s0), p(&r[2].s1),
-			p(&g32), p(&cols))
+			p(r[0].ptr), p(r[0].s0), p(r[0].s1), p(r[1].ptr), p(r[1].s0), p(r[1].s1), p(r[2].ptr), p(r[2].s0), p(r[2].s1),
+			p(g32), p(cols))
 	})
 }
 
@@ -255,7 +265,7 @@ func ropeNeoX(x *rt.Tensor, positions []int32, rotaryDim int, theta float32) {
 		}
 		heads, rd := int32(x.Dim(1)), int32(rotaryDim)
 		return c.launch("rope_neox_f32", x.Rows(), threads(rd/2), 0,
-			p(&r.ptr), p(&r.s0), p(&r.s1), p(&pos), p(&heads), p(&rd), p(&theta))
+			p(r.ptr), p(r.s0), p(r.s1), p(pos), p(heads), p(rd), p(theta))
 	})
 }
 
@@ -292,9 +302,9 @@ func attnPreamble(q, gate, qg, k, qNorm, kNorm *rt.Tensor, positions []int32, pp
 		rd := int32(pp.RotaryDim)
 		rows := q.Dim(0) * int(hq+hkv)
 		return c.launch("attn_preamble_f32", rows, threads(dim), 0,
-			p(&m[0].ptr), p(&m[0].stride), p(&m[1].ptr), p(&m[1].stride), p(&qgv.ptr), p(&qgv.s0), p(&qgv.s1), p(&kv.ptr), p(&kv.s0), p(&kv.s1),
-			p(&m[2].ptr), p(&m[3].ptr), p(&pos), p(&hq), p(&hkv), p(&dim), p(&rd), p(&pp.Theta), p(&pp.Eps),
-			p(&kc), p(&vc), p(&vv.ptr), p(&vv.s0), p(&vv.s1), p(&slots))
+			p(m[0].ptr), p(m[0].stride), p(m[1].ptr), p(m[1].stride), p(qgv.ptr), p(qgv.s0), p(qgv.s1), p(kv.ptr), p(kv.s0), p(kv.s1),
+			p(m[2].ptr), p(m[3].ptr), p(pos), p(hq), p(hkv), p(dim), p(rd), p(pp.Theta), p(pp.Eps),
+			p(kc), p(vc), p(vv.ptr), p(vv.s0), p(vv.s1), p(slots))
 	})
 }
 
@@ -305,8 +315,8 @@ func gdnGating(g, beta, a, b, aLog, dtBias *rt.Tensor) {
 			return err
 		}
 		return c.launch("gdn_gating_f32", int(m[0].rows), threads(m[0].cols), 0,
-			p(&m[0].ptr), p(&m[0].stride), p(&m[1].ptr), p(&m[1].stride), p(&m[2].ptr), p(&m[2].stride), p(&m[3].ptr), p(&m[3].stride),
-			p(&m[4].ptr), p(&m[5].ptr), p(&m[0].cols))
+			p(m[0].ptr), p(m[0].stride), p(m[1].ptr), p(m[1].stride), p(m[2].ptr), p(m[2].stride), p(m[3].ptr), p(m[3].stride),
+			p(m[4].ptr), p(m[5].ptr), p(m[0].cols))
 	})
 }
 
@@ -324,9 +334,9 @@ func embedding(dst, table *rt.Tensor, ids []int32) {
 		}
 		if typ, ok := quantTypes[table.DType()]; ok {
 			rowBytes := int64(table.DType().ByteLen(int(m[0].cols)))
-			return c.launch("embed_q", len(ids), 128, 0, p(&m[0].ptr), p(&m[0].stride), p(&m[1].ptr), p(&rowBytes), p(&dev), p(&m[0].cols), p(&typ))
+			return c.launch("embed_q", len(ids), 128, 0, p(m[0].ptr), p(m[0].stride), p(m[1].ptr), p(rowBytes), p(dev), p(m[0].cols), p(typ))
 		}
-		return c.launch(embedKernels[table.DType()], len(ids), threads(m[0].cols), 0, p(&m[0].ptr), p(&m[0].stride), p(&m[1].ptr), p(&dev), p(&m[0].cols))
+		return c.launch(embedKernels[table.DType()], len(ids), threads(m[0].cols), 0, p(m[0].ptr), p(m[0].stride), p(m[1].ptr), p(dev), p(m[0].cols))
 	})
 }
 
@@ -387,11 +397,11 @@ func (c *Context) gemv16(m []mat, dt rt.DType, glu int32) error {
 		grid = r // one wave striding over the blocks
 	}
 	if glu > 0 {
-		return c.launch("gemv_16_glu", grid, 256, 0, p(&m[0].ptr), p(&m[1].ptr), p(&m[2].ptr),
-			p(&nn), p(&kk), p(&f16), p(&split), p(&rows), p(&glu))
+		return c.launch("gemv_16_glu", grid, 256, 0, p(m[0].ptr), p(m[1].ptr), p(m[2].ptr),
+			p(nn), p(kk), p(f16), p(split), p(rows), p(glu))
 	}
-	return c.launch("gemv_16", grid, 256, 0, p(&m[0].ptr), p(&m[1].ptr), p(&m[2].ptr),
-		p(&nn), p(&kk), p(&f16), p(&split), p(&rows))
+	return c.launch("gemv_16", grid, 256, 0, p(m[0].ptr), p(m[1].ptr), p(m[2].ptr),
+		p(nn), p(kk), p(f16), p(split), p(rows))
 }
 
 // takesGEMV16 says whether a 16-bit matmul takes gemv_16: one row of x, and
@@ -413,7 +423,7 @@ func matMulSwiGLU(dst, x, w *rt.Tensor) {
 		dt, M, I, K := w.DType(), int(m[1].rows), m[0].cols, int(m[1].cols)
 		if typ, quant := quantTypes[dt]; quant && takesGEMVQ(m[:3], M) {
 			rowBytes, kk := int64(dt.ByteLen(K)), int32(K)
-			return c.launch("gemv_qr_swiglu", (int(I)+3)/4, 256, 0, p(&m[0].ptr), p(&m[1].ptr), p(&m[2].ptr), p(&rowBytes), p(&I), p(&kk), p(&typ))
+			return c.launch("gemv_qr_swiglu", (int(I)+3)/4, 256, 0, p(m[0].ptr), p(m[1].ptr), p(m[2].ptr), p(rowBytes), p(I), p(kk), p(typ))
 		}
 		if (dt == rt.BF16 || dt == rt.F16) && takesGEMV16(m[:3], M, K) {
 			return c.gemv16(m[:3], dt, I)
@@ -429,7 +439,7 @@ func matMulSwiGLU(dst, x, w *rt.Tensor) {
 		}
 		up := gu + 4*uintptr(I)
 		return c.launchEach("swiglu_f32", m[0],
-			p(&m[0].ptr), p(&m[0].stride), p(&gu), p(&prod[0].stride), p(&up), p(&prod[0].stride), p(&m[0].cols))
+			p(m[0].ptr), p(m[0].stride), p(gu), p(prod[0].stride), p(up), p(prod[0].stride), p(m[0].cols))
 	})
 }
 
@@ -466,20 +476,20 @@ func matMulQuant(c *Context, m []mat, dt rt.DType, M, N, K int) error {
 	mm, nn, kk := int32(M), int32(N), int32(K)
 	if takesGEMVQ(m, M) { // load8 numbers the block types as quantTypes does
 		if N >= 32768 {
-			return c.launch("gemv_qr4", (N+31)/32, 256, 0, p(&m[0].ptr), p(&m[1].ptr), p(&m[2].ptr), p(&rowBytes), p(&nn), p(&kk), p(&typ))
+			return c.launch("gemv_qr4", (N+31)/32, 256, 0, p(m[0].ptr), p(m[1].ptr), p(m[2].ptr), p(rowBytes), p(nn), p(kk), p(typ))
 		}
-		return c.launch("gemv_qr1", (N+7)/8, 256, 0, p(&m[0].ptr), p(&m[1].ptr), p(&m[2].ptr), p(&rowBytes), p(&nn), p(&kk), p(&typ))
+		return c.launch("gemv_qr1", (N+7)/8, 256, 0, p(m[0].ptr), p(m[1].ptr), p(m[2].ptr), p(rowBytes), p(nn), p(kk), p(typ))
 	}
 	if M <= quantGEMVRows {
-		return c.launch("gemv_q", (N+7)/8, 256, 0, p(&m[0].ptr), p(&m[0].stride), p(&m[1].ptr), p(&m[1].stride),
-			p(&m[2].ptr), p(&rowBytes), p(&mm), p(&nn), p(&kk), p(&typ))
+		return c.launch("gemv_q", (N+7)/8, 256, 0, p(m[0].ptr), p(m[0].stride), p(m[1].ptr), p(m[1].stride),
+			p(m[2].ptr), p(rowBytes), p(mm), p(nn), p(kk), p(typ))
 	}
 	wt, err := c.scratchBytes(3, uintptr(2*N*K))
 	if err != nil {
 		return err
 	}
 	units := N * K / 8
-	if err := c.launch("dequant_q_bf16", (units+255)/256, 256, 0, p(&wt), p(&m[2].ptr), p(&rowBytes), p(&nn), p(&kk), p(&typ)); err != nil {
+	if err := c.launch("dequant_q_bf16", (units+255)/256, 256, 0, p(wt), p(m[2].ptr), p(rowBytes), p(nn), p(kk), p(typ)); err != nil {
 		return err
 	}
 	return c.splitGemm(m, cudaR16BF, 0, wt, M, N, K)
@@ -498,13 +508,13 @@ func (c *Context) splitGemm(m []mat, typ, f16 int32, w uintptr, M, N, K int) err
 		return err
 	}
 	mm, nn := int32(M), int32(N)
-	if err := c.launch("split_16", M, threads(m[1].cols), 0, p(&xt), p(&m[1].ptr), p(&m[1].stride), p(&m[1].cols), p(&mm), p(&f16)); err != nil {
+	if err := c.launch("split_16", M, threads(m[1].cols), 0, p(xt), p(m[1].ptr), p(m[1].stride), p(m[1].cols), p(mm), p(f16)); err != nil {
 		return err
 	}
 	if err := c.gemm(y, N, xt, typ, K, w, typ, 2*M, N, K); err != nil {
 		return err
 	}
-	return c.launch("sum_halves", M, threads(nn), 0, p(&m[0].ptr), p(&m[0].stride), p(&y), p(&mm), p(&nn))
+	return c.launch("sum_halves", M, threads(nn), 0, p(m[0].ptr), p(m[0].stride), p(y), p(mm), p(nn))
 }
 
 func kvWrite(cache, x *rt.Tensor, slots []int32) {
@@ -526,7 +536,7 @@ func kvWrite(cache, x *rt.Tensor, slots []int32) {
 			return err
 		}
 		width := int32(cache.Dim(1) * cache.Dim(2))
-		return c.launch("kv_write_f32", len(slots), threads(width), 0, p(&cm.ptr), p(&xm.ptr), p(&xm.stride), p(&dev), p(&width))
+		return c.launch("kv_write_f32", len(slots), threads(width), 0, p(cm.ptr), p(xm.ptr), p(xm.stride), p(dev), p(width))
 	})
 }
 
@@ -560,7 +570,7 @@ func conv1d(op rt.OpID, dst, x, w, state *rt.Tensor, slots []int32, silu bool) {
 		}
 		warps := max(1, min(int(T), 8)) // warps of a block split the tokens
 		return c.launch2("conv1d_causal_f32", int((C+31)/32), items, 32*warps, 0,
-			p(&m[0].ptr), p(&m[0].stride), p(&m[1].ptr), p(&m[1].stride), p(&m[2].ptr), p(&m[3].ptr), p(&dslots), p(&T), p(&C), p(&K), p(&act))
+			p(m[0].ptr), p(m[0].stride), p(m[1].ptr), p(m[1].stride), p(m[2].ptr), p(m[3].ptr), p(dslots), p(T), p(C), p(K), p(act))
 	})
 }
 
@@ -644,9 +654,9 @@ func deltaRuleLaunch(op rt.OpID, out, q, k, v, g, beta, state *rt.Tensor, slots 
 		}
 		smem := 4 * deltaChunk * (2*int(dk) + cols + 2) // q', k, v, e, β of a chunk
 		return c.launch2(name, int(hv)*groups, items, 128, smem,
-			p(&rv[0].ptr), p(&rv[0].s0), p(&rv[0].s1), p(&r[0].ptr), p(&r[0].s0), p(&r[0].s1), p(&r[1].ptr), p(&r[1].s0), p(&r[1].s1),
-			p(&rv[1].ptr), p(&rv[1].s0), p(&rv[1].s1), p(&m[0].ptr), p(&m[0].stride), p(&m[1].ptr), p(&m[1].stride), p(&m[2].ptr),
-			p(&dslots), p(&T), p(&hk), p(&hv), p(&dk), p(&dv), p(&tiled), p(&dp.QKNormEps), p(&aLog), p(&dtBias))
+			p(rv[0].ptr), p(rv[0].s0), p(rv[0].s1), p(r[0].ptr), p(r[0].s0), p(r[0].s1), p(r[1].ptr), p(r[1].s0), p(r[1].s1),
+			p(rv[1].ptr), p(rv[1].s0), p(rv[1].s1), p(m[0].ptr), p(m[0].stride), p(m[1].ptr), p(m[1].stride), p(m[2].ptr),
+			p(dslots), p(T), p(hk), p(hv), p(dk), p(dv), p(tiled), p(dp.QKNormEps), p(aLog), p(dtBias))
 	})
 }
 
@@ -676,9 +686,9 @@ func deltaNetStep(s *rt.DeltaNetStepArgs) {
 		tiled := int32(b2i(s.Rule.TiledHeads))
 		threads := 4 * ((dv + 7) / 8 * 8) // 4 lanes a column, whole warps
 		return c.launch2("deltanet_step_f32", s.KeyHeads, len(s.Slots), threads, 0,
-			p(&r[0].ptr), p(&r[0].s0), p(&r[0].s1), p(&m[0].ptr), p(&m[0].stride), p(&r[1].ptr), p(&r[1].s0), p(&r[1].s1),
-			p(&m[1].ptr), p(&m[1].stride), p(&m[2].ptr), p(&m[2].stride), p(&convW), p(&convStates), p(&recStates), p(&slots),
-			p(&hk), p(&hv32), p(&dk), p(&dv32), p(&k), p(&tiled), p(&s.Rule.QKNormEps), p(&aLog), p(&dtBias), p(&norm), p(&s.NormEps))
+			p(r[0].ptr), p(r[0].s0), p(r[0].s1), p(m[0].ptr), p(m[0].stride), p(r[1].ptr), p(r[1].s0), p(r[1].s1),
+			p(m[1].ptr), p(m[1].stride), p(m[2].ptr), p(m[2].stride), p(convW), p(convStates), p(recStates), p(slots),
+			p(hk), p(hv32), p(dk), p(dv32), p(k), p(tiled), p(s.Rule.QKNormEps), p(aLog), p(dtBias), p(norm), p(s.NormEps))
 	})
 }
 
@@ -696,9 +706,10 @@ func attention(dst, q, k, v *rt.Tensor, seqs []rt.AttnSeq, blockSize int, scale 
 		if dim%4 == 0 && slices.ContainsFunc(seqs, func(s rt.AttnSeq) bool { return s.Len > 1 }) {
 			return attentionTiles(c, m[:4], seqs, hq, hkv, dim, int32(blockSize), scale)
 		}
-		rowpos := make([]int32, n)
-		rowtab := make([]int32, n)
-		var tabs []int32
+		// The host arrays are copied as they are staged, so the context's
+		// buffers serve every call.
+		rowpos, rowtab := grown(&c.hostRows[0], n), grown(&c.hostRows[1], n)
+		tabs := c.hostRows[2][:0]
 		for _, s := range seqs {
 			off := int32(len(tabs))
 			tabs = append(tabs, s.Blocks...)
@@ -707,6 +718,7 @@ func attention(dst, q, k, v *rt.Tensor, seqs []rt.AttnSeq, blockSize int, scale 
 				rowtab[s.Row+i] = off
 			}
 		}
+		c.hostRows[2] = tabs
 		pp, err := c.hostInts(rowpos)
 		if err != nil {
 			return err
@@ -727,8 +739,8 @@ func attention(dst, q, k, v *rt.Tensor, seqs []rt.AttnSeq, blockSize int, scale 
 			warps = 32
 		}
 		return c.launch("attention_f32", n*int(hq), 32*warps, 0,
-			p(&m[0].ptr), p(&m[0].stride), p(&m[1].ptr), p(&m[1].stride), p(&m[2].ptr), p(&m[3].ptr),
-			p(&pp), p(&pt), p(&pb), p(&hq), p(&hkv), p(&dim), p(&bs), p(&scale))
+			p(m[0].ptr), p(m[0].stride), p(m[1].ptr), p(m[1].stride), p(m[2].ptr), p(m[3].ptr),
+			p(pp), p(pt), p(pb), p(hq), p(hkv), p(dim), p(bs), p(scale))
 	})
 }
 
@@ -759,8 +771,8 @@ func attentionTiles(c *Context, m []mat, seqs []rt.AttnSeq, hq, hkv, dim, bs int
 	d := int(dim)
 	smem := 4 * (attnTileRows*d + attnTileKeys*(d+4) + attnTileKeys*d + 4*attnTileKeys*4)
 	return c.launch("attention_tile_f32", len(tiles)/4*int(hq), 128, smem,
-		p(&m[0].ptr), p(&m[0].stride), p(&m[1].ptr), p(&m[1].stride), p(&m[2].ptr), p(&m[3].ptr),
-		p(&pt), p(&pb), p(&hq), p(&hkv), p(&dim), p(&bs), p(&scale))
+		p(m[0].ptr), p(m[0].stride), p(m[1].ptr), p(m[1].stride), p(m[2].ptr), p(m[3].ptr),
+		p(pt), p(pb), p(hq), p(hkv), p(dim), p(bs), p(scale))
 }
 
 func gatherRows(dst, x *rt.Tensor, rows []int32) {
@@ -773,7 +785,7 @@ func gatherRows(dst, x *rt.Tensor, rows []int32) {
 		if err != nil {
 			return err
 		}
-		return c.launch("gather_rows_f32", len(rows), threads(m[0].cols), 0, p(&m[0].ptr), p(&m[0].stride), p(&m[1].ptr), p(&m[1].stride), p(&dev), p(&m[0].cols))
+		return c.launch("gather_rows_f32", len(rows), threads(m[0].cols), 0, p(m[0].ptr), p(m[0].stride), p(m[1].ptr), p(m[1].stride), p(dev), p(m[0].cols))
 	})
 }
 
@@ -829,16 +841,16 @@ func moeExperts(out, x, logits *rt.Tensor, ex *rt.Experts) {
 			return err
 		}
 		kk, ee, hh, ii := int32(k), int32(E), int32(H), int32(I)
-		if err := c.launch("router_topk_f32", T, 32, 0, p(&ids), p(&w), p(&m[2].ptr), p(&m[2].stride), p(&ee), p(&kk)); err != nil {
+		if err := c.launch("router_topk_f32", T, 32, 0, p(ids), p(w), p(m[2].ptr), p(m[2].stride), p(ee), p(kk)); err != nil {
 			return err
 		}
 		if T <= moeGEMVTokens {
-			if err := c.launch2("moe_gate_up", (I+7)/8, A, 256, 0, p(&h), p(&m[1].ptr), p(&m[1].stride), p(&ids),
-				p(&tables[0]), p(&tables[1]), p(&rowBytes[0]), p(&rowBytes[1]), p(&types[0]), p(&types[1]), p(&kk), p(&hh), p(&ii)); err != nil {
+			if err := c.launch2("moe_gate_up", (I+7)/8, A, 256, 0, p(h), p(m[1].ptr), p(m[1].stride), p(ids),
+				p(tables[0]), p(tables[1]), p(rowBytes[0]), p(rowBytes[1]), p(types[0]), p(types[1]), p(kk), p(hh), p(ii)); err != nil {
 				return err
 			}
-			return c.launch2("moe_down", (H+3)/4, T, 256, 0, p(&m[0].ptr), p(&m[0].stride), p(&h), p(&ids), p(&w),
-				p(&tables[2]), p(&rowBytes[2]), p(&types[2]), p(&kk), p(&hh), p(&ii))
+			return c.launch2("moe_down", (H+3)/4, T, 256, 0, p(m[0].ptr), p(m[0].stride), p(h), p(ids), p(w),
+				p(tables[2]), p(rowBytes[2]), p(types[2]), p(kk), p(hh), p(ii))
 		}
 		bm := moeTileRows
 		if T <= moeTileTokens {
@@ -858,32 +870,32 @@ func moeExperts(out, x, logits *rt.Tensor, ex *rt.Experts) {
 			return err
 		}
 		aa, nt, div, bm32 := int32(A), int32(tiles), int32(k), int32(bm)
-		if err := c.launch("moe_align", 1, 1024, 0, p(&order), p(&tileExpert), p(&ids), p(&aa), p(&ee), p(&nt), p(&bm32)); err != nil {
+		if err := c.launch("moe_align", 1, 1024, 0, p(order), p(tileExpert), p(ids), p(aa), p(ee), p(nt), p(bm32)); err != nil {
 			return err
 		}
 		if bm == moeGEMVTile {
-			if err := c.launch2("moe_gate_up_tile", tiles, (I+7)/8, 256, 0, p(&h), p(&m[1].ptr), p(&m[1].stride), p(&div),
-				p(&order), p(&tileExpert), p(&tables[0]), p(&tables[1]), p(&rowBytes[0]), p(&rowBytes[1]), p(&types[0]), p(&types[1]), p(&hh), p(&ii)); err != nil {
+			if err := c.launch2("moe_gate_up_tile", tiles, (I+7)/8, 256, 0, p(h), p(m[1].ptr), p(m[1].stride), p(div),
+				p(order), p(tileExpert), p(tables[0]), p(tables[1]), p(rowBytes[0]), p(rowBytes[1]), p(types[0]), p(types[1]), p(hh), p(ii)); err != nil {
 				return err
 			}
-			if err := c.launch2("moe_down_tile", tiles, (H+15)/16, 256, 0, p(&y), p(&h), p(&order), p(&tileExpert),
-				p(&tables[2]), p(&rowBytes[2]), p(&types[2]), p(&hh), p(&ii)); err != nil {
+			if err := c.launch2("moe_down_tile", tiles, (H+15)/16, 256, 0, p(y), p(h), p(order), p(tileExpert),
+				p(tables[2]), p(rowBytes[2]), p(types[2]), p(hh), p(ii)); err != nil {
 				return err
 			}
 		} else {
 			one := int32(1)
 			var none uintptr
 			sh, sy := int64(I), int64(H)
-			if err := c.launch2("moe_gemm", tiles, (I+moeTileCols-1)/moeTileCols, 256, 0, p(&h), p(&sh), p(&m[1].ptr), p(&m[1].stride), p(&div),
-				p(&order), p(&tileExpert), p(&tables[0]), p(&tables[1]), p(&rowBytes[0]), p(&rowBytes[1]), p(&types[0]), p(&types[1]), p(&hh), p(&ii)); err != nil {
+			if err := c.launch2("moe_gemm", tiles, (I+moeTileCols-1)/moeTileCols, 256, 0, p(h), p(sh), p(m[1].ptr), p(m[1].stride), p(div),
+				p(order), p(tileExpert), p(tables[0]), p(tables[1]), p(rowBytes[0]), p(rowBytes[1]), p(types[0]), p(types[1]), p(hh), p(ii)); err != nil {
 				return err
 			}
-			if err := c.launch2("moe_gemm", tiles, (H+moeTileCols-1)/moeTileCols, 256, 0, p(&y), p(&sy), p(&h), p(&sh), p(&one),
-				p(&order), p(&tileExpert), p(&tables[2]), p(&none), p(&rowBytes[2]), p(&rowBytes[2]), p(&types[2]), p(&types[2]), p(&ii), p(&hh)); err != nil {
+			if err := c.launch2("moe_gemm", tiles, (H+moeTileCols-1)/moeTileCols, 256, 0, p(y), p(sy), p(h), p(sh), p(one),
+				p(order), p(tileExpert), p(tables[2]), p(none), p(rowBytes[2]), p(rowBytes[2]), p(types[2]), p(types[2]), p(ii), p(hh)); err != nil {
 				return err
 			}
 		}
-		return c.launch("moe_combine", T, threads(hh), 0, p(&m[0].ptr), p(&m[0].stride), p(&y), p(&w), p(&kk), p(&hh))
+		return c.launch("moe_combine", T, threads(hh), 0, p(m[0].ptr), p(m[0].stride), p(y), p(w), p(kk), p(hh))
 	})
 }
 

@@ -284,6 +284,14 @@ uint64_t shuffle(uint64_t v, int src, bool keep) {
     return keep ? v : w.xchg[parity][src];
 }
 
+const uint64_t* exchange(uint64_t v) {
+    Warp& w = worker->warps[cur->warp];
+    int parity = w.bar.gen & 1;
+    w.xchg[parity][cur->lane] = v;
+    arrive(w.bar);
+    return w.xchg[parity];
+}
+
 uint64_t globaltimer() {
     timespec t;
     clock_gettime(CLOCK_MONOTONIC, &t);

@@ -50,6 +50,7 @@ extern thread_local Block* block;
 void syncthreads();
 void syncwarp();
 uint64_t shuffle(uint64_t v, int src, bool keep); // src's value, or v where keep
+const uint64_t* exchange(uint64_t v);               // every lane's v, after one warp barrier
 uint64_t globaltimer();
 } // namespace emu
 
@@ -89,6 +90,22 @@ template <class T>
 inline T __shfl_sync(unsigned, T v, int srcLane, int width = 32) {
     int lane = emu::cur->lane, src = (lane & ~(width - 1)) + (srcLane & (width - 1));
     return emu_from<T>(emu::shuffle(emu_bits(v), src & 31, false));
+}
+
+// emu_butterfly is the xor-shuffle reduction (offsets 16, 8, 4, 2, 1) in
+// one exchange instead of five, each a switch of the warp's 32 fibers:
+// every lane combines the values as the shuffles would, so the result is
+// the same bits.
+template <class T, class F>
+inline T emu_butterfly(T v, F op) {
+    const uint64_t* all = emu::exchange(emu_bits(v));
+    T t[32], n[32];
+    for (int i = 0; i < 32; i++) t[i] = emu_from<T>(all[i]);
+    for (int o = 16; o > 0; o >>= 1) {
+        for (int i = 0; i < 32; i++) n[i] = op(t[i], t[i ^ o]);
+        memcpy(t, n, sizeof t);
+    }
+    return t[emu::cur->lane];
 }
 
 inline float __int_as_float(int i) { return emu_from<float>((uint32_t)i); }
