@@ -422,7 +422,6 @@ func (r *recorder) recordLaunch(fn uintptr, grid, gridY, block, shared int, args
 	for _, a := range args {
 		r.u64(uint64(a.size))
 		r.u64(a.v) // the value, zero-padded to 8 bytes
-
 	}
 }
 

@@ -276,20 +276,17 @@ Pool* pool() {
 void syncthreads() { arrive(worker->bar); }
 void syncwarp() { arrive(worker->warps[cur->warp].bar); }
 
-uint64_t shuffle(uint64_t v, int src, bool keep) {
+const uint64_t* exchange(uint64_t v) {
     Warp& w = worker->warps[cur->warp];
     int parity = w.bar.gen & 1; // alternate buffers: a lane can be one exchange ahead, not two
     w.xchg[parity][cur->lane] = v;
     arrive(w.bar);
-    return keep ? v : w.xchg[parity][src];
+    return w.xchg[parity];
 }
 
-const uint64_t* exchange(uint64_t v) {
-    Warp& w = worker->warps[cur->warp];
-    int parity = w.bar.gen & 1;
-    w.xchg[parity][cur->lane] = v;
-    arrive(w.bar);
-    return w.xchg[parity];
+uint64_t shuffle(uint64_t v, int src, bool keep) {
+    const uint64_t* all = exchange(v);
+    return keep ? v : all[src];
 }
 
 uint64_t globaltimer() {
