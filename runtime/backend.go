@@ -812,6 +812,28 @@ func (b *Backend) GatherRows(dst, x *Tensor, rows []int32) error {
 	return run(b, GatherRows, F32, c, ts, func(k GatherRowsKernel) { k(dst, x, rows) })
 }
 
+// Argmax writes into dst [R] (I32) the index of the largest element of
+// each row of x [R, V]: a greedy step's token, so that only its id, not
+// the row, leaves the device.
+func (b *Backend) Argmax(dst, x *Tensor) error {
+	c := &check{}
+	ts := []*Tensor{dst, x}
+	if nonNil(ts...) {
+		if dst.dtype != I32 { // not c.dtype: its variadic want escapes, a step's allocation
+			c.failf(ErrDType, "dst is %v, want %v", dst.dtype, I32)
+		}
+		c.f32("x", x)
+		c.rank("dst", dst, 1)
+		c.rank("x", x, 2)
+		c.contiguous("dst", dst)
+		c.rows("x", x)
+		if c.err == nil && dst.shape[0] != x.shape[0] {
+			c.failf(ErrShape, "dst %v for the %d rows of x", dst.shape, x.shape[0])
+		}
+	}
+	return run(b, Argmax, F32, c, ts, func(k ArgmaxKernel) { k(dst, x) })
+}
+
 // MoEExperts writes the routed experts' sum for each row of x [T, H] into
 // out [T, H], routing by logits [T, E]; see MoEExpertsKernel. The kernel
 // is chosen by the gate weights' dtype.

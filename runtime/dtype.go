@@ -29,10 +29,11 @@ const (
 	Q3_K
 	IQ4_NL
 	IQ4_XS
+	I32 // token ids (argmax's output), never a weight
 )
 
 var dtypeNames = [...]string{DTypeInvalid: "invalid", F32: "f32", BF16: "bf16", F16: "f16", Q8_0: "q8_0",
-	Q4_0: "q4_0", Q4_1: "q4_1", Q5_0: "q5_0", Q5_1: "q5_1", Q4_K: "q4_k", Q5_K: "q5_k", Q6_K: "q6_k", Q2_K: "q2_k", Q3_K: "q3_k", IQ4_NL: "iq4_nl", IQ4_XS: "iq4_xs"}
+	Q4_0: "q4_0", Q4_1: "q4_1", Q5_0: "q5_0", Q5_1: "q5_1", Q4_K: "q4_k", Q5_K: "q5_k", Q6_K: "q6_k", Q2_K: "q2_k", Q3_K: "q3_k", IQ4_NL: "iq4_nl", IQ4_XS: "iq4_xs", I32: "i32"}
 
 // blocks is indexed by dtype (an array, not a map: kernels ask per row).
 var blocks = [...][2]int{Q8_0: {32, 34}, Q4_0: {32, 18}, Q4_1: {32, 20}, Q5_0: {32, 22}, Q5_1: {32, 24},
@@ -48,7 +49,7 @@ func (d DType) String() string {
 // Size is the number of bytes of one element, 0 for block formats.
 func (d DType) Size() int {
 	switch d {
-	case F32:
+	case F32, I32:
 		return 4
 	case BF16, F16:
 		return 2
@@ -73,7 +74,8 @@ func (d DType) ByteLen(n int) int {
 	return n / e * b
 }
 
-// DTypes lists the valid dtypes in a stable order.
+// DTypes lists the dtypes of weights and activations in a stable order
+// (I32, an index type, is not one).
 var DTypes = []DType{F32, BF16, F16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q4_K, Q5_K, Q6_K, Q2_K, Q3_K, IQ4_NL, IQ4_XS}
 
 // Quantized reports whether d is a block format.

@@ -78,6 +78,10 @@ type (
 	DeltaRuleSlotsKernel func(out, q, k, v, g, beta, states *Tensor, slots []int32, p DeltaRuleParams)
 	// GatherRowsKernel copies row rows[i] of x into row i of dst.
 	GatherRowsKernel func(dst, x *Tensor, rows []int32)
+	// ArgmaxKernel writes into dst[r] (I32) the index of row r's largest
+	// element: ties to the lower index, NaN never largest (index 0 if the
+	// row has nothing else).
+	ArgmaxKernel func(dst, x *Tensor)
 	// MoEExpertsKernel writes into out [T, H], for each row t of x [T, H],
 	// Σ w_e · down_e(silu(gate_e·x_t) ⊙ up_e·x_t) over the TopK experts e
 	// with the largest softmax of logits row t [T, E] (ties to the lower
@@ -173,4 +177,5 @@ var (
 	Conv1dSlots        = Def[Conv1dSlotsKernel]{OpConv1dSlots}
 	DeltaRuleSlots     = Def[DeltaRuleSlotsKernel]{OpDeltaRuleSlots}
 	DeltaNetStep       = Def[DeltaNetStepKernel]{OpDeltaNetStep}
+	Argmax             = Def[ArgmaxKernel]{OpArgmax}
 )

@@ -35,6 +35,7 @@ const (
 	OpMoEExperts                     // moe_experts
 	OpMatMulSwiGLU                   // matmul_swiglu
 	OpDeltaNetStep                   // deltanet_step
+	OpArgmax                         // argmax
 	opCount
 )
 

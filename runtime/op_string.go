@@ -35,12 +35,13 @@ func _() {
 	_ = x[OpMoEExperts-24]
 	_ = x[OpMatMulSwiGLU-25]
 	_ = x[OpDeltaNetStep-26]
-	_ = x[opCount-27]
+	_ = x[OpArgmax-27]
+	_ = x[opCount-28]
 }
 
-const _OpID_name = "invalidembeddingmatmuladdrms_normrms_norm_offsetgated_rms_normsiluswiglusigmoid_mulsplit_query_gaterope_neoxattn_preamble_fusedkv_writeattention_causal_gqaconv1d_causall2_normgdn_gatingdelta_rule_chunkeddelta_rule_recurrentgather_rowsconv1d_causal_slotsdelta_rule_slotsadd_rms_norm_offsetmoe_expertsmatmul_swigludeltanet_stepopCount"
+const _OpID_name = "invalidembeddingmatmuladdrms_normrms_norm_offsetgated_rms_normsiluswiglusigmoid_mulsplit_query_gaterope_neoxattn_preamble_fusedkv_writeattention_causal_gqaconv1d_causall2_normgdn_gatingdelta_rule_chunkeddelta_rule_recurrentgather_rowsconv1d_causal_slotsdelta_rule_slotsadd_rms_norm_offsetmoe_expertsmatmul_swigludeltanet_stepargmaxopCount"
 
-var _OpID_index = [...]uint16{0, 7, 16, 22, 25, 33, 48, 62, 66, 72, 83, 99, 108, 127, 135, 155, 168, 175, 185, 203, 223, 234, 253, 269, 288, 299, 312, 325, 332}
+var _OpID_index = [...]uint16{0, 7, 16, 22, 25, 33, 48, 62, 66, 72, 83, 99, 108, 127, 135, 155, 168, 175, 185, 203, 223, 234, 253, 269, 288, 299, 312, 325, 331, 338}
 
 func (i OpID) String() string {
 	idx := int(i) - 0

@@ -191,6 +191,22 @@ func (t *Tensor) F32() []float32 {
 	return unsafe.Slice((*float32)(unsafe.Pointer(unsafe.SliceData(b))), len(b)/4)
 }
 
+// I32 returns the int32 elements like F32 does. It panics unless the
+// dtype is I32.
+func (t *Tensor) I32() []int32 {
+	if t.dtype != I32 {
+		panic("runtime: I32() on a " + t.dtype.String() + " tensor")
+	}
+	if t.device != 0 {
+		panic("runtime: I32() on a device tensor")
+	}
+	b := t.data[t.offset*4:]
+	if len(b) < 4 {
+		return nil
+	}
+	return unsafe.Slice((*int32)(unsafe.Pointer(unsafe.SliceData(b))), len(b)/4)
+}
+
 // U16 returns the 16-bit elements (BF16 or F16 bit patterns) like F32 does.
 func (t *Tensor) U16() []uint16 {
 	if t.dtype.Size() != 2 {

@@ -26,7 +26,7 @@ type ahead struct {
 	rec    rt.Recording
 	seqs   []Seq   // with placeholder tokens
 	blocks []int32 // the seqs' Blocks, copied: the caller's may change
-	logits *rt.Tensor
+	out    stepOut
 }
 
 // follows reports whether seqs are the step a was recorded for.
@@ -49,42 +49,42 @@ func (a *ahead) follows(seqs []Seq) bool {
 // stepped runs seqs as one recorded step (a CUDA graph where the step
 // repeats an earlier one) and records the step after it while the GPU
 // runs this one.
-func (m *Model) stepped(st rt.Stepper, c *Cache, seqs []Seq) (*rt.Tensor, error) {
+func (m *Model) stepped(st rt.Stepper, c *Cache, seqs []Seq) (stepOut, error) {
 	then := func() { m.recordNext(st, c, seqs) }
 	if a := c.ahead; a != nil {
 		c.ahead = nil
 		if a.follows(seqs) {
-			logits, err := m.issueAhead(a, c, seqs, then)
+			out, err := m.issueAhead(a, c, seqs, then)
 			if !errors.Is(err, rt.ErrStaleRecording) {
-				return logits, err
+				return out, err
 			}
 			slog.Debug("qwen35: step recorded ahead not issued", "err", err)
 		}
 	}
-	var logits *rt.Tensor
+	var out stepOut
 	err := st.Step(func() error {
 		var err error
-		logits, err = m.forward(c, seqs, ForwardOptions{})
+		out, err = m.forward(c, seqs, ForwardOptions{})
 		return err
 	}, then)
-	return logits, err
+	return out, err
 }
 
 // issueAhead puts seqs' tokens into the step recorded ahead and issues it.
-func (m *Model) issueAhead(a *ahead, c *Cache, seqs []Seq, then func()) (*rt.Tensor, error) {
+func (m *Model) issueAhead(a *ahead, c *Cache, seqs []Seq, then func()) (stepOut, error) {
 	b := &c.step // as the recording planned it
 	for i, s := range seqs {
 		if id := s.Tokens[0]; id < 0 || int(id) >= m.Config.VocabSize {
-			return nil, fmt.Errorf("qwen35: %w: sequence %d: token id %d at index 0 is outside the vocabulary of %d", ErrInput, i, id, m.Config.VocabSize)
+			return stepOut{}, fmt.Errorf("qwen35: %w: sequence %d: token id %d at index 0 is outside the vocabulary of %d", ErrInput, i, id, m.Config.VocabSize)
 		}
 		b.ids[i] = s.Tokens[0]
 	}
 	b.seqs = seqs
 	if err := a.rec.Restage(b.ids); err != nil {
-		return nil, fmt.Errorf("%w: %w", rt.ErrStaleRecording, err)
+		return stepOut{}, fmt.Errorf("%w: %w", rt.ErrStaleRecording, err)
 	}
-	logits := a.logits // a is reused by the recording of the step after
-	return logits, a.rec.Issue(then)
+	out := a.out // a is reused by the recording of the step after
+	return out, a.rec.Issue(then)
 }
 
 // recordNext records the step that follows seqs if each goes on by one
@@ -111,7 +111,7 @@ func (m *Model) recordNext(st rt.Stepper, c *Cache, seqs []Seq) {
 	}
 	rec, err := st.Record(func() error {
 		var err error
-		a.logits, err = m.forward(c, a.seqs, ForwardOptions{})
+		a.out, err = m.forward(c, a.seqs, ForwardOptions{})
 		return err
 	})
 	if err == nil && c.arena.Err() != nil {

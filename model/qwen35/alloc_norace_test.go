@@ -25,41 +25,45 @@ const gpuAllocsPerStep = 12
 
 func TestDecodeStepAllocatesNothing(t *testing.T) {
 	for _, dev := range devices(t) {
-		t.Run(dev.name, func(t *testing.T) {
-			m := loadOn(t, dev.be, oracle.Dir(t)+"/qwen35-dense-h256-vlayout", qwen35.Options{})
-			blocks := make([]int32, 8) // room for every step below
-			for i := range blocks {
-				blocks[i] = int32(i)
-			}
-			cache, err := m.NewCache(16, len(blocks), 1)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer cache.Close()
-			seq := []qwen35.Seq{{Tokens: []int32{1}, Blocks: blocks, Logits: qwen35.LastLogits}}
-			step := func() {
-				if _, err := m.ForwardBatch(cache, seq, qwen35.ForwardOptions{}); err != nil {
-					t.Fatal(err)
-				}
-				seq[0].Start++
-			}
-			// A collection mid-measure empties the kernels' buffer pools
-			// (sync.Pool) and would count their refill, not the step's own
-			// allocations; waking the CPU workers allocates now and then
-			// inside the Go runtime, so the count is an average over many
-			// steps (whole allocations per step).
-			runtime.GC()
-			defer debug.SetGCPercent(debug.SetGCPercent(-1))
-			for range 3 { // the GPU captures its graph at the second
-				step()
-			}
-			limit := 0.0
-			if dev.name == "cuda" {
-				limit = gpuAllocsPerStep
-			}
-			if n := testing.AllocsPerRun(100, step); n > limit {
-				t.Errorf("a decode step on %s allocates %.1f times (at most %g)", dev.name, n, limit)
-			}
-		})
+		for name, mode := range map[string]qwen35.LogitsMode{"logits": qwen35.LastLogits, "token": qwen35.LastToken} {
+			t.Run(dev.name+"/"+name, func(t *testing.T) { decodeStepAllocs(t, dev, mode) })
+		}
+	}
+}
+
+func decodeStepAllocs(t *testing.T, dev device, mode qwen35.LogitsMode) {
+	m := loadOn(t, dev.be, oracle.Dir(t)+"/qwen35-dense-h256-vlayout", qwen35.Options{})
+	blocks := make([]int32, 8) // room for every step below
+	for i := range blocks {
+		blocks[i] = int32(i)
+	}
+	cache, err := m.NewCache(16, len(blocks), 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cache.Close()
+	seq := []qwen35.Seq{{Tokens: []int32{1}, Blocks: blocks, Logits: mode}}
+	step := func() {
+		if _, err := m.ForwardBatch(cache, seq, qwen35.ForwardOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		seq[0].Start++
+	}
+	// A collection mid-measure empties the kernels' buffer pools
+	// (sync.Pool) and would count their refill, not the step's own
+	// allocations; waking the CPU workers allocates now and then
+	// inside the Go runtime, so the count is an average over many
+	// steps (whole allocations per step).
+	runtime.GC()
+	defer debug.SetGCPercent(debug.SetGCPercent(-1))
+	for range 3 { // the GPU captures its graph at the second
+		step()
+	}
+	limit := 0.0
+	if dev.name == "cuda" {
+		limit = gpuAllocsPerStep
+	}
+	if n := testing.AllocsPerRun(100, step); n > limit {
+		t.Errorf("a decode step on %s allocates %.1f times (at most %g)", dev.name, n, limit)
 	}
 }

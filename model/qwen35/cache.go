@@ -19,10 +19,11 @@ type Cache struct {
 	mem rt.Memory // where the tensors above live
 
 	// A forward step's batch and tensors, reused by the next step, and the
-	// host copy of its logits when the backend's memory is a device's.
-	step   batch
-	arena  rt.Arena
-	logits *rt.Tensor
+	// host copies of its logits and greedy tokens when the backend's
+	// memory is a device's.
+	step           batch
+	arena          rt.Arena
+	logits, tokens *rt.Tensor
 
 	// The step after the last, recorded ahead (ahead.go): ahead is &next
 	// or nil.
@@ -90,9 +91,11 @@ func (c *Cache) Close() {
 	c.ahead = nil
 	freeTensors(c.mem, c.k, c.v, c.conv, c.rec)
 	c.arena.Free()
-	if c.logits != nil {
-		c.mem.FreeStaging(c.logits)
-		c.logits = nil
+	for _, t := range []**rt.Tensor{&c.logits, &c.tokens} {
+		if *t != nil {
+			c.mem.FreeStaging(*t)
+			*t = nil
+		}
 	}
 }
 

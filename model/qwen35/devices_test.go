@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -243,4 +244,89 @@ func stepsRecordedAheadMatch(t *testing.T, name string) {
 			t.Fatalf("logit %d: %g recorded ahead, %g recorded on the spot", i, early[i], late[i])
 		}
 	}
+}
+
+// TestGreedyTokensMatchLogits decodes three sequences together twice on
+// each backend: once with every step's logits brought back and the
+// argmax taken here, once with two of them asking for LastToken (the
+// argmax taken where the logits are) beside one asking for logits. The
+// tokens must be the same, and the logits of the sequence that still
+// asks for them too.
+func TestGreedyTokensMatchLogits(t *testing.T) {
+	fx := oracle.Load(t, "qwen35-dense")
+	for _, d := range devices(t) {
+		t.Run(d.name, func(t *testing.T) {
+			m := loadOn(t, d.be, fx.Dir, qwen35.Options{})
+			byLogits, logits := greedyBatch(t, m, fx, false)
+			byTokens, kept := greedyBatch(t, m, fx, true)
+			for i := range byLogits {
+				if !slices.Equal(byTokens[i], byLogits[i]) {
+					t.Errorf("sequence %d: %v by LastToken, %v by the argmax of LastLogits", i, byTokens[i], byLogits[i])
+				}
+			}
+			if d, _ := oracle.MaxDiff(kept, logits); d > 1e-5 {
+				t.Errorf("sequence 1's logits differ by %g beside LastToken sequences", d)
+			}
+		})
+	}
+}
+
+// greedyBatch decodes fixture cases 1-3 greedily for 24 steps in one
+// cache (blocks of 4: steps cross block boundaries) and returns each
+// sequence's tokens and sequence 1's logits, every step.
+func greedyBatch(t *testing.T, m *qwen35.Model, fx *oracle.Fixture, tokens bool) (out [3][]int32, logits1 []float32) {
+	const bs, steps = 4, 24
+	cache, err := m.NewCache(bs, 3*(steps+40)/bs+3, 3)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cache.Close()
+	seqs := make([]qwen35.Seq, 3)
+	next := int32(0)
+	for i := range seqs {
+		seqs[i] = qwen35.Seq{Tokens: fx.Cases[i+1].IDs[:5], Slot: i, Logits: qwen35.LastLogits}
+		if tokens && i != 1 {
+			seqs[i].Logits = qwen35.LastToken
+		}
+	}
+	for step := range steps {
+		for i := range seqs {
+			s := &seqs[i]
+			for len(s.Blocks)*bs < s.Start+len(s.Tokens) {
+				s.Blocks = append(s.Blocks, next)
+				next++
+			}
+		}
+		lg, err := m.ForwardBatch(cache, seqs, qwen35.ForwardOptions{})
+		if err != nil {
+			t.Fatalf("step %d: %v", step, err)
+		}
+		v := m.Config.VocabSize
+		rows := lg.F32()[:lg.Len()]
+		if want := v * (len(seqs) - 2*boolInt(tokens)); len(rows) != want {
+			t.Fatalf("step %d: %d logits, want %d", step, len(rows), want)
+		}
+		for i := range seqs {
+			s := &seqs[i]
+			id := s.Next
+			if s.Logits == qwen35.LastLogits {
+				id = argmax(rows[:v])
+				if i == 1 {
+					logits1 = append(logits1, rows[:v]...)
+				}
+				rows = rows[v:]
+			}
+			out[i] = append(out[i], id)
+			s.Start += len(s.Tokens)
+			s.Tokens = []int32{id}
+		}
+	}
+	return out, logits1
+}
+
+func boolInt(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
 }

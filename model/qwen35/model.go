@@ -244,6 +244,10 @@ const (
 	NoLogits   LogitsMode = iota // a prefill chunk that samples nothing
 	LastLogits                   // the last position (sampling)
 	AllLogits                    // every position (scoring, prompt logprobs)
+	// LastToken: the last position's greedy token (the argmax of its
+	// logits), written to Seq.Next; on a GPU the logits stay there and
+	// only the id is copied back (a 248k-token row is 1 MB).
+	LastToken
 )
 
 // Seq is one sequence of a batched forward: Tokens at positions
@@ -255,6 +259,7 @@ type Seq struct {
 	Blocks []int32
 	Slot   int
 	Logits LogitsMode
+	Next   int32 // LastToken: set by ForwardBatch
 }
 
 // ForwardOptions observe a forward pass.
@@ -277,7 +282,8 @@ type batch struct {
 	positions []int32      // per row
 	kvSlots   []int32      // cache row of each row
 	attn      []rt.AttnSeq // per sequence
-	logitRows []int32      // rows that get logits
+	logitRows []int32      // rows that get logits, tokenRows last
+	tokenRows []int32      // rows of LastToken sequences
 	blockSize int
 	slots     []int32 // DeltaNet state slot of each sequence
 
@@ -295,7 +301,8 @@ func (m *Model) plan(c *Cache, seqs []Seq) (*batch, error) {
 	b := &c.step
 	*b = batch{seqs: seqs, blockSize: c.BlockSize, arena: &c.arena,
 		rows: b.rows[:0], positions: b.positions[:0], kvSlots: b.kvSlots[:0],
-		attn: b.attn[:0], logitRows: b.logitRows[:0], ids: b.ids[:0], slots: b.slots[:0]}
+		attn: b.attn[:0], logitRows: b.logitRows[:0], tokenRows: b.tokenRows[:0],
+		ids: b.ids[:0], slots: b.slots[:0]}
 	b.arena.Reset()
 	row := 0
 	for si, s := range seqs {
@@ -340,26 +347,30 @@ func (m *Model) plan(c *Cache, seqs []Seq) (*batch, error) {
 			for i := range s.Tokens {
 				b.logitRows = append(b.logitRows, int32(row+i))
 			}
+		case LastToken:
+			b.tokenRows = append(b.tokenRows, int32(row+len(s.Tokens)-1))
 		}
 		row += len(s.Tokens)
 	}
+	b.logitRows = append(b.logitRows, b.tokenRows...)
 	return b, nil
 }
 
 // ForwardBatch runs one step over several sequences, their tokens
 // concatenated without padding, and returns the logits of the rows their
 // LogitsMode asks for, in order: [rows, vocab] in host memory, or nil if
-// none. The logits live in c's step buffers: they are valid until the next
-// ForwardBatch on c (a decode step that repeats the shapes of the last
-// allocates nothing). On a GPU the step's errors are the kernels' too:
-// ForwardBatch waits for them.
+// none; LastToken sequences get their token in Next instead. The logits
+// live in c's step buffers: they are valid until the next ForwardBatch on
+// c (a decode step that repeats the shapes of the last allocates
+// nothing). On a GPU the step's errors are the kernels' too: ForwardBatch
+// waits for them.
 func (m *Model) ForwardBatch(c *Cache, seqs []Seq, fo ForwardOptions) (*rt.Tensor, error) {
-	var logits *rt.Tensor
+	var out stepOut
 	var err error
 	if st, ok := m.be.Memory().(rt.Stepper); ok && fo.Hidden == nil { // an observer reads activations mid-step
-		logits, err = m.stepped(st, c, seqs)
+		out, err = m.stepped(st, c, seqs)
 	} else {
-		logits, err = m.forward(c, seqs, fo)
+		out, err = m.forward(c, seqs, fo)
 	}
 	if err == nil {
 		err = m.be.Memory().Sync() // a kernel's failure, named by its op
@@ -367,38 +378,67 @@ func (m *Model) ForwardBatch(c *Cache, seqs []Seq, fo ForwardOptions) (*rt.Tenso
 	if e := c.arena.Err(); e != nil {
 		err = fmt.Errorf("qwen35: step activations: %w", e) // what the ops refused follows from this
 	}
-	if err != nil || logits == nil || !logits.OnDevice() {
-		return logits, err
+	if err != nil {
+		return nil, err
 	}
-	if c.logits == nil || c.logits.Len() < logits.Len() {
-		if c.logits != nil {
-			c.mem.FreeStaging(c.logits)
-			c.logits = nil
-		}
-		staged, err := c.mem.Staging(rt.F32, logits.Len()+logits.Len()/4)
-		if err != nil {
-			return nil, fmt.Errorf("qwen35: host buffer for the logits: %w", err)
-		}
-		c.logits = staged
-	}
-	out, _ := c.logits.Slice(0, 0, logits.Len())
-	out = out.MustReshape(logits.Shape()...)
-	if err := m.be.Memory().Copy(out, logits); err != nil {
+	logits, err := m.toHost(c, &c.logits, out.logits, rt.F32)
+	if err != nil {
 		return nil, fmt.Errorf("qwen35: logits to the host: %w", err)
+	}
+	if out.tokens != nil {
+		tokens, err := m.toHost(c, &c.tokens, out.tokens, rt.I32)
+		if err != nil {
+			return nil, fmt.Errorf("qwen35: greedy tokens to the host: %w", err)
+		}
+		next := tokens.I32()
+		for i := range seqs { // in plan's order; c.step may be the next step's by now
+			if seqs[i].Logits == LastToken {
+				seqs[i].Next, next = next[0], next[1:]
+			}
+		}
+	}
+	return logits, nil
+}
+
+// stepOut is what a step leaves on its backend: the logits rows asked for
+// and the greedy tokens.
+type stepOut struct{ logits, tokens *rt.Tensor }
+
+// toHost copies t, if on the device, into the staging buffer *staged
+// (grown as needed) and returns the copy.
+func (m *Model) toHost(c *Cache, staged **rt.Tensor, t *rt.Tensor, dt rt.DType) (*rt.Tensor, error) {
+	if t == nil || !t.OnDevice() {
+		return t, nil
+	}
+	if *staged == nil || (*staged).Len() < t.Len() {
+		if *staged != nil {
+			c.mem.FreeStaging(*staged)
+			*staged = nil
+		}
+		s, err := c.mem.Staging(dt, t.Len()+t.Len()/4)
+		if err != nil {
+			return nil, fmt.Errorf("host buffer: %w", err)
+		}
+		*staged = s
+	}
+	out, _ := (*staged).Slice(0, 0, t.Len())
+	out = out.MustReshape(t.Shape()...)
+	if err := m.be.Memory().Copy(out, t); err != nil {
+		return nil, err
 	}
 	return out, nil
 }
 
-func (m *Model) forward(c *Cache, seqs []Seq, fo ForwardOptions) (*rt.Tensor, error) {
+func (m *Model) forward(c *Cache, seqs []Seq, fo ForwardOptions) (stepOut, error) {
 	b, err := m.plan(c, seqs)
 	if err != nil {
-		return nil, err
+		return stepOut{}, err
 	}
 	cfg, ar := m.Config, b.arena
 	n, h := len(b.positions), cfg.HiddenSize
 	x := ar.New(rt.F32, n, h)
 	if err := m.be.Embedding(x, m.Embed, b.ids); err != nil {
-		return nil, fmt.Errorf("qwen35: embedding: %w", err)
+		return stepOut{}, fmt.Errorf("qwen35: embedding: %w", err)
 	}
 	if fo.Hidden != nil {
 		fo.Hidden(0, x)
@@ -411,39 +451,63 @@ func (m *Model) forward(c *Cache, seqs []Seq, fo ForwardOptions) (*rt.Tensor, er
 	for i := range m.Layers {
 		mark := ar.Mark() // a layer's intermediates are the next one's buffers
 		if err := m.layer(i, c, b, x, normed, mixed, pending); err != nil {
-			return nil, fmt.Errorf("qwen35: layer %d (%s): %w", i, m.Layers[i].Kind, err)
+			return stepOut{}, fmt.Errorf("qwen35: layer %d (%s): %w", i, m.Layers[i].Kind, err)
 		}
 		ar.Release(mark)
 		pending = true
 		if fo.Hidden != nil && i < len(m.Layers)-1 {
 			if err := m.be.Add(x, x, mixed); err != nil {
-				return nil, fmt.Errorf("qwen35: layer %d residual: %w", i, err)
+				return stepOut{}, fmt.Errorf("qwen35: layer %d residual: %w", i, err)
 			}
 			pending = false
 			fo.Hidden(i+1, x)
 		}
 	}
 	if err := m.norm(normed, x, mixed, m.Norm, pending); err != nil {
-		return nil, fmt.Errorf("qwen35: final norm: %w", err)
+		return stepOut{}, fmt.Errorf("qwen35: final norm: %w", err)
 	}
 	if fo.Hidden != nil {
 		fo.Hidden(len(m.Layers), normed)
 	}
 	if len(b.logitRows) == 0 {
-		return nil, nil
+		return stepOut{}, nil
 	}
 	last := normed
-	if len(b.logitRows) < n {
+	if !identity(b.logitRows, n) {
 		last = ar.New(rt.F32, len(b.logitRows), h)
 		if err := m.be.GatherRows(last, normed, b.logitRows); err != nil {
-			return nil, fmt.Errorf("qwen35: lm_head rows: %w", err)
+			return stepOut{}, fmt.Errorf("qwen35: lm_head rows: %w", err)
 		}
 	}
 	logits := ar.New(rt.F32, len(b.logitRows), cfg.VocabSize)
 	if err := m.be.MatMul(logits, last, m.LMHead); err != nil {
-		return nil, fmt.Errorf("qwen35: lm_head: %w", err)
+		return stepOut{}, fmt.Errorf("qwen35: lm_head: %w", err)
 	}
-	return logits, nil
+	nl := len(b.logitRows) - len(b.tokenRows)
+	if len(b.tokenRows) == 0 {
+		return stepOut{logits: logits}, nil
+	}
+	out := stepOut{tokens: ar.New(rt.I32, len(b.tokenRows))}
+	if err := m.be.Argmax(out.tokens, ar.Slice(logits, 0, nl, len(b.logitRows))); err != nil {
+		return stepOut{}, fmt.Errorf("qwen35: greedy tokens: %w", err)
+	}
+	if nl > 0 {
+		out.logits = ar.Slice(logits, 0, 0, nl)
+	}
+	return out, nil
+}
+
+// identity reports whether rows are 0, 1, …, n-1.
+func identity(rows []int32, n int) bool {
+	if len(rows) != n {
+		return false
+	}
+	for i, r := range rows {
+		if int(r) != i {
+			return false
+		}
+	}
+	return true
 }
 
 // layer updates x in place: x += out when the previous layer's output is

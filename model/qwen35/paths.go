@@ -20,7 +20,7 @@ var pathOps = map[string][]rt.OpID{
 	"moe":                 {rt.OpMatMul, rt.OpMatMulSwiGLU, rt.OpSwiGLU, rt.OpSigmoidMul, rt.OpAdd},
 	"moe.experts":         {rt.OpMoEExperts},
 	"decoder":             {rt.OpRMSNormOffset, rt.OpAddRMSNormOffset, rt.OpAdd},
-	"lm_head":             {rt.OpAddRMSNormOffset, rt.OpGatherRows, rt.OpMatMul},
+	"lm_head":             {rt.OpAddRMSNormOffset, rt.OpGatherRows, rt.OpMatMul, rt.OpArgmax},
 }
 
 // paths builds the requirement list: each path's ops at F32, with matmul,

@@ -746,3 +746,33 @@ func TestMatMulSwiGLUMatchesChain(t *testing.T) {
 		t.Errorf("dst as wide as w: %v, want a shape error naming the op", err)
 	}
 }
+
+// TestArgmax: ties go to the lower index, NaN never wins, and a row of
+// NaN (a broken step) still names a token.
+func TestArgmax(t *testing.T) {
+	be := backend(t)
+	nan, inf := float32(math.NaN()), float32(math.Inf(1))
+	rows := [][]float32{
+		{1, 3, 2, 3},
+		{nan, -1, nan, -2},
+		{nan, nan, nan, nan},
+		{-inf, -inf, -inf, -inf},
+		{0, inf, nan, inf},
+	}
+	want := []int32{1, 1, 0, 0, 1}
+	x := rt.New(rt.F32, len(rows), 4)
+	for r, v := range rows {
+		copy(x.F32()[r*4:], v)
+	}
+	dst := rt.New(rt.I32, len(rows))
+	must(t, be.Argmax(dst, x))
+	if got := dst.I32(); !slices.Equal(got, want) {
+		t.Errorf("argmax %v, want %v", got, want)
+	}
+	if err := be.Argmax(rt.New(rt.F32, len(rows)), x); !errors.Is(err, rt.ErrDType) {
+		t.Errorf("an f32 dst: %v, want %v", err, rt.ErrDType)
+	}
+	if err := be.Argmax(rt.New(rt.I32, 3), x); !errors.Is(err, rt.ErrShape) {
+		t.Errorf("3 ids for 5 rows: %v, want %v", err, rt.ErrShape)
+	}
+}

@@ -44,6 +44,7 @@ func Register(reg *rt.Registry) error {
 		rt.Register(reg, rt.DeltaRuleSlots, rt.CPU, f32, Provider, deltaRuleSlots),
 		rt.Register(reg, rt.DeltaNetStep, rt.CPU, f32, Provider, deltaNetStep),
 		rt.Register(reg, rt.GatherRows, rt.CPU, f32, Provider, gatherRows),
+		rt.Register(reg, rt.Argmax, rt.CPU, f32, Provider, argmax),
 	}
 	for _, dt := range rt.DTypes {
 		if dt.Quantized() {

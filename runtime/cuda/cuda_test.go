@@ -8,6 +8,7 @@ import (
 	"math"
 	"math/rand/v2"
 	"path/filepath"
+	"slices"
 	"testing"
 
 	"github.com/govllm/govllm/internal/oracle"
@@ -826,5 +827,55 @@ func TestRecordAhead(t *testing.T) {
 	}
 	if err := mem.Sync(); err != nil {
 		t.Errorf("a failed recording left an error behind: %v", err)
+	}
+}
+
+// TestArgmaxAgreesWithCPU: rows longer than a block's chunk, the maximum
+// tied across chunks (the lower index wins), NaN in a row and a row of
+// NaN, and a view of every other row.
+func TestArgmaxAgreesWithCPU(t *testing.T) {
+	p := newPair(t)
+	const rows, cols = 6, 248_320
+	x := p.random(1, rows, cols)
+	v := x.F32()
+	v[0*cols+200_000], v[0*cols+9_000] = 50, 50 // tie in two chunks: 9000
+	v[1*cols+cols-1] = 60                       // the last column
+	v[2*cols+5], v[2*cols+100_000] = float32(math.NaN()), 40
+	for i := range cols {
+		v[3*cols+i] = float32(math.NaN())
+	}
+	v[4*cols+4096], v[4*cols+4095] = 70, 70 // tie across a chunk boundary
+	odd, err := x.Slice(1, 0, cols/2+7)     // rows strided by cols
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, in := range []*rt.Tensor{x, odd, p.random(1, 3, 100)} {
+		got, want := rt.New(rt.I32, in.Shape()[0]), rt.New(rt.I32, in.Shape()[0])
+		dev, err := p.ctx.Alloc(rt.I32, in.Shape()[0])
+		if err != nil {
+			t.Fatal(err)
+		}
+		src := in
+		if in == odd {
+			src = columns(t, p.d(x), 0, cols/2+7)
+		} else {
+			src = p.d(in)
+		}
+		if err := p.gpu.Argmax(dev, src); err != nil {
+			t.Fatal(err)
+		}
+		if err := p.cpu.Argmax(want, in); err != nil {
+			t.Fatal(err)
+		}
+		if err := p.ctx.Sync(); err != nil {
+			t.Fatal(err)
+		}
+		if err := p.ctx.Download(got, dev); err != nil {
+			t.Fatal(err)
+		}
+		p.ctx.Free(dev)
+		if !slices.Equal(got.I32(), want.I32()) {
+			t.Errorf("%v: cuda %v, cpu %v", in.Shape(), got.I32(), want.I32())
+		}
 	}
 }

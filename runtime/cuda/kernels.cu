@@ -1093,6 +1093,58 @@ __global__ void gather_rows_f32(float* d, i64 sd, const float* x, i64 sx, const 
     for (int i = threadIdx.x; i < cols; i += blockDim.x) d[r * sd + i] = x[src * sx + i];
 }
 
+// argmax_key orders (value, index) so that the larger key has the larger
+// value, and of equal values the lower index; NaN is below every number.
+__device__ __forceinline__ unsigned long long argmax_key(float v, int i) {
+    unsigned b = __float_as_uint(v);
+    unsigned o = v != v ? 0u : (b & 0x80000000u) ? ~b : b | 0x80000000u;
+    return ((unsigned long long)o << 32) | (unsigned)~i;
+}
+
+__device__ __forceinline__ unsigned long long warp_max_u64(unsigned long long k) {
+    for (int o = 16; o > 0; o >>= 1) {
+        unsigned long long t = __shfl_xor_sync(0xffffffffu, k, o);
+        k = t > k ? t : k;
+    }
+    return k;
+}
+
+// argmax_part_f32: block (c, r) writes the largest key of row r's
+// columns [c·chunk, (c+1)·chunk) to part[r·gridDim.x + c]; blocks of 256.
+// Many blocks a row, so that one row (a batch-1 step) is read at the
+// bandwidth of many SMs.
+__global__ void argmax_part_f32(unsigned long long* part, const float* x, i64 sx, int cols, int chunk) {
+    DEPEND();
+    __shared__ unsigned long long wk[8];
+    const float* row = x + (i64)blockIdx.y * sx;
+    int c0 = blockIdx.x * chunk, c1 = min(cols, c0 + chunk);
+    unsigned long long k = 0;
+    for (int i = c0 + threadIdx.x; i < c1; i += blockDim.x) {
+        unsigned long long t = argmax_key(row[i], i);
+        k = t > k ? t : k;
+    }
+    k = warp_max_u64(k);
+    if ((threadIdx.x & 31) == 0) wk[threadIdx.x >> 5] = k;
+    __syncthreads();
+    if (threadIdx.x < 32) {
+        k = threadIdx.x < (blockDim.x >> 5) ? wk[threadIdx.x] : 0;
+        k = warp_max_u64(k);
+        if (threadIdx.x == 0) part[(i64)blockIdx.y * gridDim.x + blockIdx.x] = k;
+    }
+}
+
+// argmax_final: a warp per row reduces the row's parts to its index.
+__global__ void argmax_final(int* ids, const unsigned long long* part, int parts) {
+    DEPEND();
+    unsigned long long k = 0;
+    for (int i = threadIdx.x; i < parts; i += 32) {
+        unsigned long long t = part[(i64)blockIdx.x * parts + i];
+        k = t > k ? t : k;
+    }
+    k = warp_max_u64(k);
+    if (threadIdx.x == 0) ids[blockIdx.x] = (int)~(unsigned)(k & 0xffffffffu);
+}
+
 // router_topk_f32: per row of logits [T, E], a softmax (exponentials and
 // the sum in double, as on the CPU), the k largest probabilities (ties to
 // the lower index) renormalised. One warp per row, E ≤ 1024 in shared

@@ -789,6 +789,28 @@ func gatherRows(dst, x *rt.Tensor, rows []int32) {
 	})
 }
 
+// argmaxChunk is the columns an argmax_part_f32 block takes: a 248k-token
+// row is 61 blocks.
+const argmaxChunk = 4096
+
+func argmax(dst, x *rt.Tensor) {
+	kernel(rt.OpArgmax, func(c *Context) error {
+		m, err := mats([]string{"dst", "x"}, dst, x)
+		if err != nil {
+			return err
+		}
+		parts := (int(m[1].cols) + argmaxChunk - 1) / argmaxChunk
+		part, err := c.scratchBytes(13, uintptr(8*parts*int(m[1].rows)))
+		if err != nil {
+			return err
+		}
+		if err := c.launch2("argmax_part_f32", parts, int(m[1].rows), 256, 0, p(part), p(m[1].ptr), p(m[1].stride), p(m[1].cols), p(int32(argmaxChunk))); err != nil {
+			return err
+		}
+		return c.launch("argmax_final", int(m[1].rows), 32, 0, p(m[0].ptr), p(part), p(int32(parts)))
+	})
+}
+
 // expertTypes numbers the expert weight types as kernels.cu's load8 does.
 var expertTypes = map[rt.DType]int32{rt.Q8_0: 0, rt.Q4_K: 1, rt.Q6_K: 2, rt.BF16: 10, rt.F16: 11, rt.F32: 12}
 

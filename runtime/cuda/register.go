@@ -56,6 +56,7 @@ func Register(reg *rt.Registry) error {
 		rt.Register(reg, rt.DeltaRuleSlots, rt.CUDA, f32, Provider, deltaRuleSlots),
 		rt.Register(reg, rt.DeltaNetStep, rt.CUDA, f32, Provider, deltaNetStep),
 		rt.Register(reg, rt.GatherRows, rt.CUDA, f32, Provider, gatherRows),
+		rt.Register(reg, rt.Argmax, rt.CUDA, f32, Provider, argmax),
 	}
 	for dt := range expertTypes {
 		regs = append(regs, rt.Register(reg, rt.MoEExperts, rt.CUDA, dt, Provider, moeExperts))
