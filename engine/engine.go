@@ -160,22 +160,9 @@ func (e *Engine) Submit(ctx context.Context, r Request) (<-chan Output, error) {
 		req.stopIDs[id] = true
 	}
 	for i := range r.N {
-		p := r.Sampling
-		if p.Seed != nil && i > 0 {
-			seed := *p.Seed + uint64(i)
-			p.Seed = &seed
-		}
-		sampler, err := NewSampler(p)
+		s, err := e.newSequence(req, i)
 		if err != nil {
 			return nil, err
-		}
-		s := &sequence{req: req, index: i, tokens: slices.Clone(r.Prompt), promptLen: len(r.Prompt), slot: -1,
-			sampler: sampler, decoder: e.tok.NewStreamDecoder(!r.KeepSpecial), stop: newStopMatcher(r.StopStrings), guide: newGuide(&r)}
-		if sampler.Penalized() {
-			s.seen, s.counts = map[int32]bool{}, map[int32]int{}
-			for _, id := range r.Prompt {
-				s.seen[id] = true
-			}
 		}
 		req.seqs = append(req.seqs, s)
 	}
@@ -274,14 +261,14 @@ func (e *Engine) step() {
 		return
 	}
 	e.idleSteps = 0
-	logits, err := e.run(batch)
+	logits, tokens, err := e.run(batch)
 	if err != nil {
 		for _, sc := range batch {
 			e.abort(sc.seq.req, FinishAbort, err)
 		}
 		return
 	}
-	e.postprocess(batch, logits)
+	e.postprocess(batch, logits, tokens)
 	e.mu.Lock()
 	e.stats.Steps++
 	e.mu.Unlock()
@@ -299,34 +286,79 @@ func (e *Engine) publish() {
 }
 
 // run is the model runner: one batched forward over the scheduled tokens.
-func (e *Engine) run(batch []scheduled) ([][]float32, error) {
+// It returns the logits row of each sequence that samples, or where the
+// row would only be reduced to its largest entry, the token itself (-1
+// otherwise): the argmax is taken where the logits are, and on a GPU the
+// row never crosses to the host.
+func (e *Engine) run(batch []scheduled) ([][]float32, []int32, error) {
 	seqs := make([]qwen35.Seq, len(batch))
 	for i, sc := range batch {
 		s := sc.seq
 		mode := qwen35.NoLogits
-		if sc.sample {
+		switch {
+		case sc.sample && e.greedyRow(s):
+			mode = qwen35.LastToken
+		case sc.sample:
 			mode = qwen35.LastLogits
 		}
 		seqs[i] = qwen35.Seq{Tokens: s.tokens[s.computed : s.computed+sc.n], Start: s.computed, Blocks: s.blocks, Slot: s.slot, Logits: mode}
 	}
 	logits, err := e.m.ForwardBatch(e.cache, seqs, qwen35.ForwardOptions{})
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	rows := make([][]float32, len(batch))
+	rows, tokens := make([][]float32, len(batch)), make([]int32, len(batch))
 	v, r := e.m.Config.VocabSize, 0
-	for i, sc := range batch {
-		if sc.sample {
+	for i := range batch {
+		tokens[i] = -1
+		switch seqs[i].Logits {
+		case qwen35.LastLogits:
 			rows[i] = logits.F32()[r*v : (r+1)*v]
 			r++
+		case qwen35.LastToken:
+			tokens[i] = seqs[i].Next
 		}
 	}
-	return rows, nil
+	return rows, tokens, nil
+}
+
+// newSequence is req's completion i: its own sampler (seeded apart from
+// the others') and its decoding state.
+func (e *Engine) newSequence(req *request, i int) (*sequence, error) {
+	r := &req.Request
+	p := r.Sampling
+	if p.Seed != nil && i > 0 {
+		seed := *p.Seed + uint64(i)
+		p.Seed = &seed
+	}
+	sampler, err := NewSampler(p)
+	if err != nil {
+		return nil, err
+	}
+	s := &sequence{req: req, index: i, tokens: slices.Clone(r.Prompt), promptLen: len(r.Prompt), slot: -1,
+		sampler: sampler, decoder: e.tok.NewStreamDecoder(!r.KeepSpecial), stop: newStopMatcher(r.StopStrings), guide: newGuide(r)}
+	if sampler.Penalized() {
+		s.seen, s.counts = map[int32]bool{}, map[int32]int{}
+		for _, id := range r.Prompt {
+			s.seen[id] = true
+		}
+	}
+	return s, nil
+}
+
+// greedyRow reports whether s's next token is the argmax of its raw
+// logits: greedy, with nothing that changes or reads the row first
+// (penalties and bias, min_tokens' mask, a grammar, logprobs).
+func (e *Engine) greedyRow(s *sequence) bool {
+	r := s.req
+	return s.sampler.Greedy() && s.seen == nil && s.generated >= r.MinTokens && s.guide.point == nil &&
+		!r.Logprobs && r.TopLogprobs == 0
 }
 
 // postprocess advances each scheduled sequence past the tokens it ran and
-// samples where a sequence reached its end.
-func (e *Engine) postprocess(batch []scheduled, logits [][]float32) {
+// samples where a sequence reached its end, from its logits row or the
+// token run chose.
+func (e *Engine) postprocess(batch []scheduled, logits [][]float32, tokens []int32) {
 	now := time.Now()
 	for i, sc := range batch {
 		s := sc.seq
@@ -336,7 +368,7 @@ func (e *Engine) postprocess(batch []scheduled, logits [][]float32) {
 			e.checkpoint(s)
 		}
 		if sc.sample {
-			e.sample(s, logits[i], now)
+			e.sample(s, logits[i], tokens[i], now)
 		}
 	}
 }
@@ -345,7 +377,9 @@ func (e *Engine) postprocess(batch []scheduled, logits [][]float32) {
 // is computed.
 const maxRejections = 8
 
-func (e *Engine) sample(s *sequence, raw []float32, now time.Time) {
+// sample picks s's next token from raw, its logits row, or where raw is
+// nil takes chosen, the row's argmax (see greedyRow), and emits it.
+func (e *Engine) sample(s *sequence, raw []float32, chosen int32, now time.Time) {
 	r := s.req
 	row := raw
 	forced := e.forced(s)
@@ -370,6 +404,8 @@ func (e *Engine) sample(s *sequence, raw []float32, now time.Time) {
 	tok := forced
 	switch {
 	case forced >= 0:
+	case raw == nil:
+		tok = chosen
 	case constrained && !s.sampler.Ranked():
 		// Rejection sampling: draw from the whole row until the grammar
 		// allows the token (greedy: take the next best), which is exact for

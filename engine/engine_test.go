@@ -430,3 +430,36 @@ func TestMemoryPlanClampsMaxNumSeqs(t *testing.T) {
 		t.Fatalf("plan %q", s)
 	}
 }
+
+// TestGreedyRowOnlyWherePlainArgmax: a step takes its token from the
+// backend's argmax (no logits row to the host) only where sampling would
+// reduce the raw row to its largest entry.
+func TestGreedyRowOnlyWherePlainArgmax(t *testing.T) {
+	m, tok, _ := loadModel(t, "qwen35-dense")
+	e := newEngine(t, m, tok, Config{})
+	for _, c := range []struct {
+		name      string
+		r         Request
+		generated int
+		want      bool
+	}{
+		{"greedy", Request{}, 0, true},
+		{"temperature", Request{Sampling: SamplingParams{Temperature: 0.7}}, 0, false},
+		{"repetition penalty", Request{Sampling: SamplingParams{RepetitionPenalty: 1.1}}, 0, false},
+		{"logit bias", Request{Sampling: SamplingParams{LogitBias: map[int32]float64{3: 1}}}, 0, false},
+		{"min_tokens pending", Request{MinTokens: 3}, 2, false},
+		{"min_tokens met", Request{MinTokens: 3}, 3, true},
+		{"logprobs", Request{Logprobs: true}, 0, false},
+		{"top_logprobs", Request{TopLogprobs: 2}, 0, false},
+	} {
+		c.r.Prompt = []int32{1, 2, 3}
+		s, err := e.newSequence(&request{Request: c.r}, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		s.generated = c.generated
+		if got := e.greedyRow(s); got != c.want {
+			t.Errorf("%s: greedyRow %v, want %v", c.name, got, c.want)
+		}
+	}
+}

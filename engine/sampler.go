@@ -246,6 +246,9 @@ func (s *Sampler) Ranked() bool {
 	return s.p.Temperature > 0 && (s.p.TopK > 0 || s.p.TopP < 1 || s.p.MinP > 0)
 }
 
+// Greedy reports whether Sample takes the largest logit.
+func (s *Sampler) Greedy() bool { return s.p.Temperature == 0 }
+
 // Sample picks a token from one row of logits. Tokens at -inf (masked)
 // are never drawn.
 func (s *Sampler) Sample(logits []float32) int32 {
@@ -296,14 +299,16 @@ func (s *Sampler) Sample(logits []float32) int32 {
 	return int32(order[keep-1])
 }
 
+// argmax is the index of x's largest element, the lowest of equal ones;
+// NaN never wins (a row of NaN gives 0), as the backends' argmax op.
 func argmax(x []float32) int32 {
-	best := 0
+	best := -1
 	for i, v := range x {
-		if v > x[best] {
+		if v == v && (best < 0 || v > x[best]) {
 			best = i
 		}
 	}
-	return int32(best)
+	return int32(max(best, 0))
 }
 
 // TokenLogprob is a token and its log-probability.

@@ -53,6 +53,7 @@ func newBenchCmd() *cobra.Command {
 		modelPath, device, output string
 		prompts, gens             string
 		threads, reps, conc       int
+		greedy                    bool
 		cpuProfile, memProfile    string
 	)
 	cmd := &cobra.Command{
@@ -63,7 +64,10 @@ func newBenchCmd() *cobra.Command {
 repetitions after one warm-up, as llama-bench does; -o json writes llama-bench's
 JSON array. With --concurrency N, generation decodes N sequences together (each
 after a -p token prompt) and reports their aggregate tokens/s, as
-llama-batched-bench's S_TG does.`,
+llama-batched-bench's S_TG does. With --greedy, each generated token is the
+greedy choice of the step before, taken where the logits are (on a GPU only the
+ids come back), as a greedy request decodes; without it each step's token is
+random and its logits row comes back to the host, as in llama-bench.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if modelPath == "" {
@@ -107,7 +111,7 @@ llama-batched-bench's S_TG does.`,
 					}
 				}()
 			}
-			b := &bencher{m: m, rng: rand.New(rand.NewPCG(1, 2)), reps: reps}
+			b := &bencher{m: m, rng: rand.New(rand.NewPCG(1, 2)), reps: reps, greedy: greedy}
 			var tests [][2]int // (n_prompt, n_gen)
 			if conc == 1 {
 				for _, p := range pp {
@@ -164,6 +168,7 @@ llama-batched-bench's S_TG does.`,
 	f.StringVar(&cpuProfile, "cpuprofile", "", "write a CPU profile of the runs to this file")
 	f.StringVar(&memProfile, "memprofile", "", "write a heap profile (allocations since start: go tool pprof -sample_index=alloc_objects) to this file")
 	f.IntVar(&conc, "concurrency", 1, "sequences decoded together (aggregate generation throughput)")
+	f.BoolVar(&greedy, "greedy", false, "generate greedily, the token chosen on the backend (no logits to the host)")
 	cmd.AddCommand(newBenchServeCmd())
 	return cmd
 }
@@ -194,9 +199,10 @@ func parseCounts(flag, s string) ([]int, error) {
 }
 
 type bencher struct {
-	m    *qwen35.Model
-	rng  *rand.Rand
-	reps int
+	m      *qwen35.Model
+	rng    *rand.Rand
+	reps   int
+	greedy bool // generation feeds back LastToken's choice
 }
 
 func (b *bencher) tokens(n int) []int32 {
@@ -226,9 +232,13 @@ func (b *bencher) run(nPrompt, nGen, conc int) (benchResult, error) {
 		}
 		seqs[i].Slot = i
 	}
+	mode := qwen35.LastLogits
+	if b.greedy && nGen > 0 {
+		mode = qwen35.LastToken
+	}
 	step := func(tokens [][]int32, start int) error {
 		for i := range seqs {
-			seqs[i].Tokens, seqs[i].Start, seqs[i].Logits = tokens[i], start, qwen35.LastLogits
+			seqs[i].Tokens, seqs[i].Start, seqs[i].Logits = tokens[i], start, mode
 		}
 		_, err := b.m.ForwardBatch(cache, seqs, qwen35.ForwardOptions{})
 		return err
@@ -275,6 +285,9 @@ func (b *bencher) run(nPrompt, nGen, conc int) (benchResult, error) {
 			for g := range nGen {
 				for i := range tok {
 					tok[i][0] = int32(b.rng.IntN(b.m.Config.VocabSize))
+					if b.greedy && g > 0 {
+						tok[i][0] = seqs[i].Next
+					}
 				}
 				if err := step(tok, nPrompt+g); err != nil {
 					return r, err

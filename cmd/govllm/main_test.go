@@ -274,7 +274,7 @@ func TestBenchCommand(t *testing.T) {
 	if err != nil || !strings.Contains(out, "| pp8 ") || !strings.Contains(out, "| tg4 ") {
 		t.Fatalf("bench table (%v):\n%s", err, out)
 	}
-	out, err = execute(t, "bench", "-m", dir, "-p", "8", "-n", "4", "-r", "1", "--concurrency", "3", "-o", "json")
+	out, err = execute(t, "bench", "-m", dir, "-p", "8", "-n", "4", "-r", "1", "--concurrency", "3", "--greedy", "-o", "json")
 	if err != nil {
 		t.Fatal(err)
 	}
