@@ -514,7 +514,7 @@ func (c *Context) splitGemm(m []mat, typ, f16 int32, w uintptr, M, N, K int) err
 	if err := c.gemm(y, N, xt, typ, K, w, typ, 2*M, N, K); err != nil {
 		return err
 	}
-	return c.launch("sum_halves", M, threads(nn), 0, p(m[0].ptr), p(m[0].stride), p(y), p(mm), p(nn))
+	return c.launch2("sum_halves", (N+4*256-1)/(4*256), min(M, 65535), 256, 0, p(m[0].ptr), p(m[0].stride), p(y), p(mm), p(nn))
 }
 
 func kvWrite(cache, x *rt.Tensor, slots []int32) {
