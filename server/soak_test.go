@@ -193,14 +193,15 @@ func peakRSS() int64 {
 // its deadline; every completed one must equal the same request run
 // alone afterwards; then the block pool and state slots are empty, the
 // goroutines back to their number before, and the peak RSS bounded.
-// -soak runs 1,200 requests from 32 clients; without it, 160 from 16.
+// -soak runs 1,200 requests from 32 clients; without it, 160 from 16;
+// -short (the race pass), 24 from 8.
 func TestSoak(t *testing.T) {
 	requests, clients := 160, 16
 	if *soak {
 		requests, clients = 1200, 32
 	}
-	if testing.Short() {
-		t.Skip("soak: not in -short")
+	if testing.Short() { // the race pass: fewer requests, the same checks
+		requests, clients = 24, 8
 	}
 	// Room for the 8 sequences' states but for fewer of their KV blocks
 	// than they need (~10 each): preemption.

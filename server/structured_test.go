@@ -70,6 +70,7 @@ func qwen35Template(t *testing.T, fx string) *chat.Template {
 // <think>; a thinking budget ends it) and half off: every output parses
 // and validates against its schema, and the reasoning stays free text.
 func TestStructuredOutputsValidate(t *testing.T) {
+	computeOnly(t)
 	if len(e2eSchemas)*5*2 != 200 {
 		t.Fatalf("%d cases", len(e2eSchemas)*10)
 	}
@@ -188,6 +189,7 @@ func firstChoice(t *testing.T, out map[string]any) map[string]any {
 // (json_object, vLLM's guided_* and structured_outputs, llama.cpp's
 // grammar, on chat and completions) and the errors.
 func TestStructuredOutputKinds(t *testing.T) {
+	computeOnly(t)
 	f := start(t, engine.Config{MaxNumSeqs: 8}, server.Options{Template: qwen35Template(t, "qwen35-dense")})
 	chatBody := func(extra map[string]any) map[string]any {
 		b := map[string]any{"model": "qwen35-dense", "messages": []map[string]string{{"role": "user", "content": "hi"}},
@@ -297,6 +299,7 @@ func TestStructuredOutputKinds(t *testing.T) {
 // thinking on and off. (Parallel calls are off: a random model would chain
 // calls up to max_tokens; the grammar test covers several.)
 func TestToolChoiceConstrainsCalls(t *testing.T) {
+	computeOnly(t)
 	tools := []map[string]any{
 		{"type": "function", "function": map[string]any{"name": "get_weather", "parameters": map[string]any{"type": "object",
 			"properties": map[string]any{"city": map[string]any{"type": "string", "maxLength": 10}, "days": map[string]any{"type": "integer"}},
@@ -392,5 +395,15 @@ func TestStructuredStreamingMatches(t *testing.T) {
 	}
 	if err := validJSON(referenceSchema(t, schema), content.String()); err != nil {
 		t.Fatalf("%q: %v", content.String(), err)
+	}
+}
+
+// computeOnly skips a test in the race pass (-short, README.md): its work
+// is computation, which -race slows tenfold, not concurrency; the pass
+// without -race runs it.
+func computeOnly(t *testing.T) {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("computation, not concurrency: runs in the pass without -race")
 	}
 }

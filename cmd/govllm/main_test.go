@@ -122,6 +122,7 @@ func TestOpsForModel(t *testing.T) {
 }
 
 func TestTokenizeDetokenizeTemplateCommands(t *testing.T) {
+	computeOnly(t)
 	dir := filepath.Join(oracle.Dir(t), "..", "tokenizers", "qwen3")
 	run := func(stdin string, args ...string) string {
 		t.Helper()
@@ -398,6 +399,7 @@ func TestGGUFWherever(t *testing.T) {
 // TestDefaultModel: with no model, run answers with English text, and serve
 // lists the model as govllm-default.
 func TestDefaultModel(t *testing.T) {
+	computeOnly(t)
 	start := time.Now()
 	out, err := execute(t, "run", "--max-tokens", "40", "Tell me a story.")
 	elapsed := time.Since(start)
@@ -432,5 +434,15 @@ func TestDefaultModel(t *testing.T) {
 	stop()
 	if err := <-done; err != nil {
 		t.Fatal(err)
+	}
+}
+
+// computeOnly skips a test in the race pass (-short, README.md): its work
+// is computation, which -race slows tenfold, not concurrency; the pass
+// without -race runs it.
+func computeOnly(t *testing.T) {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("computation, not concurrency: runs in the pass without -race")
 	}
 }

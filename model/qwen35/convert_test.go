@@ -17,6 +17,7 @@ import (
 // TestConvertRoundTrip converts every fixture and loads the file back:
 // f32 within 1e-3 of transformers, f16 within 1e-2, q8_0 measured.
 func TestConvertRoundTrip(t *testing.T) {
+	cpuOnly(t)
 	for _, name := range oracle.Fixtures {
 		fx := oracle.Load(t, name)
 		for _, typ := range []string{"f32", "f16", "q8_0"} {
@@ -58,6 +59,7 @@ func TestConvertRoundTrip(t *testing.T) {
 // whose rows fill 256-element blocks and measures them; the bounds only
 // catch a broken encoder (a tiny random model is hard on 4 bits).
 func TestConvertLowBitTypes(t *testing.T) {
+	cpuOnly(t)
 	fx := oracle.Load(t, "qwen35-dense-h256-vlayout")
 	for typ, bound := range map[string]float64{"q4_0": 0.6, "q4_k_m": 0.55, "q5_k_m": 0.35, "q6_k": 0.25,
 		"q2_k": 1.5, "q3_k": 1.0, "iq4_nl": 0.6, "iq4_xs": 0.6, "q4_1": 0.6, "q5_0": 0.35, "q5_1": 0.35} {
@@ -104,6 +106,7 @@ func TestConvertRefusesUnequalHeadDims(t *testing.T) {
 // transformers' 24 greedy tokens a q8_0 and a q4_k_m conversion reproduce
 // before the first difference (the f32 conversion must reproduce all).
 func TestQuantizedGreedyAgreement(t *testing.T) {
+	cpuOnly(t)
 	for _, name := range oracle.Fixtures {
 		fx := oracle.Load(t, name)
 		for _, typ := range []string{"f32", "q8_0", "q4_k_m"} {

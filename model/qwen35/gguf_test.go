@@ -54,6 +54,7 @@ func noFurtherThanLlamaCpp(t *testing.T, label string, ours, theirs, truth []flo
 // be at least as close to transformers as llama.cpp's own logits on the
 // same file (mean |Δ| and argmax agreement).
 func TestGGUFFilesFromLlamaCpp(t *testing.T) {
+	cpuOnly(t)
 	for _, name := range oracle.Fixtures {
 		fx := oracle.Load(t, name)
 		files, _ := filepath.Glob(filepath.Join(fx.Dir, "gguf", "*.gguf"))

@@ -61,6 +61,7 @@ func llamaLogits(t *testing.T, node, dir, model string, ids []int32) []float32 {
 // its logits on our file equal its logits on the file its own converter
 // wrote from the same checkpoint.
 func TestLlamaCppLoadsOurFiles(t *testing.T) {
+	cpuOnly(t)
 	node, dir := nodeLlamaCpp(t)
 	for _, name := range oracle.Fixtures {
 		fx := oracle.Load(t, name)
@@ -98,6 +99,7 @@ func TestLlamaCppLoadsOurFiles(t *testing.T) {
 // gives, tensor for tensor, the bytes and types of the q8_0 file its
 // converter wrote, so the blocks are llama.cpp's reference blocks.
 func TestQuantizeLikeLlamaCpp(t *testing.T) {
+	cpuOnly(t)
 	for _, name := range []string{"qwen35-dense", "qwen35moe"} {
 		fx := oracle.Load(t, name)
 		out := filepath.Join(t.TempDir(), "q8.gguf")
@@ -134,6 +136,7 @@ func TestQuantizeLikeLlamaCpp(t *testing.T) {
 // either differs from transformers (what is left is llama.cpp quantizing
 // its activations).
 func TestLlamaCppReadsOurQuantizedBlocks(t *testing.T) {
+	cpuOnly(t)
 	node, dir := nodeLlamaCpp(t)
 	// The h256 fixture's rows fill 256-element blocks; the dense one's rows
 	// of 64 and 128 make the k-quant mixes fall back to Q5_0, Q5_1 and Q8_0.

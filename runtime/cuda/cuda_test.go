@@ -629,7 +629,7 @@ func TestMoEExpertsAgreeWithCPU(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		for _, T := range []int{1, 4, 5, 9, 70, 128, 150} {
+		for _, T := range []int{1, 4, 5, 40, 129} { // each side of moeGEMVTokens and moeTileTokens
 			x, logits, out := p.random(1, T, H), p.random(2, T, E), rt.New(rt.F32, T, H)
 			p.both(func(be *rt.Backend, d func(*rt.Tensor) *rt.Tensor) error {
 				ex := host
