@@ -2,6 +2,7 @@ package runtime
 
 import (
 	"fmt"
+	"strings"
 	"unsafe"
 )
 
@@ -177,34 +178,25 @@ func (t *Tensor) RowOffset(r int) int {
 
 // F32 returns the float32 elements from the view's first element to the end
 // of the buffer; index it with strides. It panics unless the dtype is F32.
-func (t *Tensor) F32() []float32 {
-	if t.dtype != F32 {
-		panic("runtime: F32() on a " + t.dtype.String() + " tensor")
-	}
-	if t.device != 0 {
-		panic("runtime: F32() on a device tensor")
-	}
-	b := t.data[t.offset*4:]
-	if len(b) < 4 {
-		return nil
-	}
-	return unsafe.Slice((*float32)(unsafe.Pointer(unsafe.SliceData(b))), len(b)/4)
-}
+func (t *Tensor) F32() []float32 { return elements[float32](t, F32) }
 
 // I32 returns the int32 elements like F32 does. It panics unless the
 // dtype is I32.
-func (t *Tensor) I32() []int32 {
-	if t.dtype != I32 {
-		panic("runtime: I32() on a " + t.dtype.String() + " tensor")
+func (t *Tensor) I32() []int32 { return elements[int32](t, I32) }
+
+// elements is F32 and I32: the host buffer from the view on as 4-byte Es.
+func elements[E float32 | int32](t *Tensor, want DType) []E {
+	if t.dtype != want {
+		panic("runtime: " + strings.ToUpper(want.String()) + "() on a " + t.dtype.String() + " tensor")
 	}
 	if t.device != 0 {
-		panic("runtime: I32() on a device tensor")
+		panic("runtime: " + strings.ToUpper(want.String()) + "() on a device tensor")
 	}
 	b := t.data[t.offset*4:]
 	if len(b) < 4 {
 		return nil
 	}
-	return unsafe.Slice((*int32)(unsafe.Pointer(unsafe.SliceData(b))), len(b)/4)
+	return unsafe.Slice((*E)(unsafe.Pointer(unsafe.SliceData(b))), len(b)/4)
 }
 
 // U16 returns the 16-bit elements (BF16 or F16 bit patterns) like F32 does.

@@ -221,16 +221,10 @@ func stepsRecordedAheadMatch(t *testing.T, name string) {
 		}
 		before := cuda.Graphs().Ahead
 		for step := range steps {
-			for i := range seqs {
-				s := &seqs[i]
-				if step == 20 && i == 1 {
-					s.Tokens = append(s.Tokens, s.Tokens[0])
-				}
-				for len(s.Blocks)*bs < s.Start+len(s.Tokens) {
-					s.Blocks = append(s.Blocks, next)
-					next++
-				}
+			if step == 20 {
+				seqs[1].Tokens = append(seqs[1].Tokens, seqs[1].Tokens[0])
 			}
+			growBlocks(seqs, bs, &next)
 			if step == 30 {
 				mem := m.Backend().Memory()
 				x, err := mem.Alloc(rt.F32, 16)
@@ -313,13 +307,7 @@ func greedyBatch(t *testing.T, m *qwen35.Model, fx *oracle.Fixture, tokens bool)
 		}
 	}
 	for step := range steps {
-		for i := range seqs {
-			s := &seqs[i]
-			for len(s.Blocks)*bs < s.Start+len(s.Tokens) {
-				s.Blocks = append(s.Blocks, next)
-				next++
-			}
-		}
+		growBlocks(seqs, bs, &next)
 		lg, err := m.ForwardBatch(cache, seqs, qwen35.ForwardOptions{})
 		if err != nil {
 			t.Fatalf("step %d: %v", step, err)
@@ -345,6 +333,18 @@ func greedyBatch(t *testing.T, m *qwen35.Model, fx *oracle.Fixture, tokens bool)
 		}
 	}
 	return out, logits1
+}
+
+// growBlocks gives each sequence the blocks (of bs) its next step needs,
+// numbered from *next on.
+func growBlocks(seqs []qwen35.Seq, bs int, next *int32) {
+	for i := range seqs {
+		s := &seqs[i]
+		for len(s.Blocks)*bs < s.Start+len(s.Tokens) {
+			s.Blocks = append(s.Blocks, *next)
+			*next++
+		}
+	}
 }
 
 func boolInt(b bool) int {
