@@ -10,6 +10,7 @@ import (
 	"sort"
 
 	"github.com/govllm/govllm/grammar"
+	rt "github.com/govllm/govllm/runtime"
 )
 
 // SamplingParams choose the next token from logits. Temperature 0 is greedy.
@@ -299,17 +300,9 @@ func (s *Sampler) Sample(logits []float32) int32 {
 	return int32(order[keep-1])
 }
 
-// argmax is the index of x's largest element, the lowest of equal ones;
-// NaN never wins (a row of NaN gives 0), as the backends' argmax op.
-func argmax(x []float32) int32 {
-	best := -1
-	for i, v := range x {
-		if v == v && (best < 0 || v > x[best]) {
-			best = i
-		}
-	}
-	return int32(max(best, 0))
-}
+// argmax is the index of x's largest element, the lowest of equal ones,
+// NaN never: the token a backend's argmax op picks from the same row.
+func argmax(x []float32) int32 { return rt.ArgmaxRow(x) }
 
 // TokenLogprob is a token and its log-probability.
 type TokenLogprob struct {

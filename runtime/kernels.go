@@ -179,3 +179,15 @@ var (
 	DeltaNetStep       = Def[DeltaNetStepKernel]{OpDeltaNetStep}
 	Argmax             = Def[ArgmaxKernel]{OpArgmax}
 )
+
+// ArgmaxRow is ArgmaxKernel on one row: the backends' kernels and the
+// engine's greedy sampler choose the same token.
+func ArgmaxRow(x []float32) int32 {
+	best := -1
+	for i, v := range x {
+		if v == v && (best < 0 || v > x[best]) { // v == v: not NaN
+			best = i
+		}
+	}
+	return int32(max(best, 0))
+}

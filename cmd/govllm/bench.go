@@ -284,9 +284,10 @@ func (b *bencher) run(nPrompt, nGen, conc int) (benchResult, error) {
 			start := time.Now()
 			for g := range nGen {
 				for i := range tok {
-					tok[i][0] = int32(b.rng.IntN(b.m.Config.VocabSize))
 					if b.greedy && g > 0 {
 						tok[i][0] = seqs[i].Next
+					} else {
+						tok[i][0] = int32(b.rng.IntN(b.m.Config.VocabSize))
 					}
 				}
 				if err := step(tok, nPrompt+g); err != nil {

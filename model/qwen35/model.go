@@ -381,12 +381,12 @@ func (m *Model) ForwardBatch(c *Cache, seqs []Seq, fo ForwardOptions) (*rt.Tenso
 	if err != nil {
 		return nil, err
 	}
-	logits, err := m.toHost(c, &c.logits, out.logits, rt.F32)
+	logits, err := m.toHost(c, &c.logits, out.logits)
 	if err != nil {
 		return nil, fmt.Errorf("qwen35: logits to the host: %w", err)
 	}
 	if out.tokens != nil {
-		tokens, err := m.toHost(c, &c.tokens, out.tokens, rt.I32)
+		tokens, err := m.toHost(c, &c.tokens, out.tokens)
 		if err != nil {
 			return nil, fmt.Errorf("qwen35: greedy tokens to the host: %w", err)
 		}
@@ -406,7 +406,7 @@ type stepOut struct{ logits, tokens *rt.Tensor }
 
 // toHost copies t, if on the device, into the staging buffer *staged
 // (grown as needed) and returns the copy.
-func (m *Model) toHost(c *Cache, staged **rt.Tensor, t *rt.Tensor, dt rt.DType) (*rt.Tensor, error) {
+func (m *Model) toHost(c *Cache, staged **rt.Tensor, t *rt.Tensor) (*rt.Tensor, error) {
 	if t == nil || !t.OnDevice() {
 		return t, nil
 	}
@@ -415,7 +415,7 @@ func (m *Model) toHost(c *Cache, staged **rt.Tensor, t *rt.Tensor, dt rt.DType) 
 			c.mem.FreeStaging(*staged)
 			*staged = nil
 		}
-		s, err := c.mem.Staging(dt, t.Len()+t.Len()/4)
+		s, err := c.mem.Staging(t.DType(), t.Len()+t.Len()/4)
 		if err != nil {
 			return nil, fmt.Errorf("host buffer: %w", err)
 		}

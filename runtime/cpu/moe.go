@@ -56,14 +56,7 @@ func gatherRows(dst, x *rt.Tensor, rows []int32) {
 func argmax(dst, x *rt.Tensor) {
 	ids := dst.I32()
 	for r := range ids[:dst.Len()] {
-		best := -1
-		xs := row(x, r)
-		for i, v := range xs {
-			if v == v && (best < 0 || v > xs[best]) { // v == v: not NaN
-				best = i
-			}
-		}
-		ids[r] = int32(max(best, 0))
+		ids[r] = rt.ArgmaxRow(row(x, r))
 	}
 }
 
