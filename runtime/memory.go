@@ -35,17 +35,22 @@ type Memory interface {
 
 // Stepper is a Memory whose backend can record a forward step's work and
 // issue it at once (CUDA graphs). Step runs f, which must not read device
-// memory back on the host; whatever must wait for the device mid-step
-// works, at the cost of the recording. then, if not nil, runs once the
-// step's work is issued and before it is waited for: host work that
-// overlaps the device's, such as recording the next step.
+// memory back on the host (whatever must wait for the device mid-step
+// works, at the cost of the recording), issues the step and returns
+// without waiting for it: the host may record or issue the next step
+// while the device runs this one.
 type Stepper interface {
-	Step(f func() error, then func()) error
-	// Record records f as a step without running any of it, while the
-	// device may still be running the step before. Where f needs the
-	// device mid-step (a copy, a free, a buffer that grows), Record fails
-	// and nothing of f has happened on the device.
+	Step(f func() error) (Issued, error)
+	// Record records f as the step after the last one issued, without
+	// running any of it, while the device may still run that one. Where f
+	// needs the device mid-step (a copy, a free, a buffer that grows),
+	// Record fails and nothing of f has happened on the device.
 	Record(f func() error) (Recording, error)
+	// ReadBack, called by a step's f, copies t (on the device) to host
+	// memory at that point of the step: the returned host tensor holds it
+	// once the step has been waited for, until the step after the next one
+	// is issued.
+	ReadBack(t *Tensor) (*Tensor, error)
 }
 
 // Recording is a step recorded ahead by Stepper.Record; a later Record
@@ -54,10 +59,22 @@ type Recording interface {
 	// Restage copies v, a host array the step staged, again: its values
 	// changed since (the tokens sampled after the recording).
 	Restage(v []int32) error
-	// Issue runs the step as Step does. It fails with ErrStaleRecording,
+	// Feed makes the step take the values of v, a host array it staged,
+	// from src, an int32 device tensor of len(v), as the step starts: what
+	// the step before it left there (its greedy tokens), so the step can be
+	// issued before that one ends.
+	Feed(v []int32, src *Tensor) error
+	// Issue issues the step as Step does. It fails with ErrStaleRecording,
 	// having run nothing, where the device buffers the step uses may have
-	// changed since it was recorded.
-	Issue(then func()) error
+	// changed since it was recorded, or another step was issued since.
+	Issue() (Issued, error)
+}
+
+// Issued is a step on its way through the device.
+type Issued interface {
+	// Wait waits for the step (and those before it, not after it) and
+	// returns the first error of a kernel since the last Wait or Sync.
+	Wait() error
 }
 
 // ErrStaleRecording is a Recording that can no longer be issued.

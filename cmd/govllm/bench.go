@@ -2,6 +2,7 @@ package main
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -11,6 +12,7 @@ import (
 	"path/filepath"
 	goruntime "runtime"
 	"runtime/pprof"
+	"slices"
 	"strconv"
 	"strings"
 	"text/tabwriter"
@@ -53,7 +55,7 @@ func newBenchCmd() *cobra.Command {
 		modelPath, device, output string
 		prompts, gens             string
 		threads, reps, conc       int
-		greedy                    bool
+		greedy, overlap           bool
 		cpuProfile, memProfile    string
 	)
 	cmd := &cobra.Command{
@@ -66,8 +68,10 @@ JSON array. With --concurrency N, generation decodes N sequences together (each
 after a -p token prompt) and reports their aggregate tokens/s, as
 llama-batched-bench's S_TG does. With --greedy, each generated token is the
 greedy choice of the step before, taken where the logits are (on a GPU only the
-ids come back), as a greedy request decodes; without it each step's token is
-random and its logits row comes back to the host, as in llama-bench.`,
+ids come back), as a greedy request decodes; there, on a GPU, each step is
+issued before the one before it ends, fed its tokens on the device (turn it
+off with --overlap=false). Without --greedy each step's token is random and
+its logits row comes back to the host, as in llama-bench.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if modelPath == "" {
@@ -111,7 +115,7 @@ random and its logits row comes back to the host, as in llama-bench.`,
 					}
 				}()
 			}
-			b := &bencher{m: m, rng: rand.New(rand.NewPCG(1, 2)), reps: reps, greedy: greedy}
+			b := &bencher{m: m, rng: rand.New(rand.NewPCG(1, 2)), reps: reps, greedy: greedy, overlap: overlap}
 			var tests [][2]int // (n_prompt, n_gen)
 			if conc == 1 {
 				for _, p := range pp {
@@ -169,6 +173,7 @@ random and its logits row comes back to the host, as in llama-bench.`,
 	f.StringVar(&memProfile, "memprofile", "", "write a heap profile (allocations since start: go tool pprof -sample_index=alloc_objects) to this file")
 	f.IntVar(&conc, "concurrency", 1, "sequences decoded together (aggregate generation throughput)")
 	f.BoolVar(&greedy, "greedy", false, "generate greedily, the token chosen on the backend (no logits to the host)")
+	f.BoolVar(&overlap, "overlap", true, "with --greedy, issue each step behind the one before (a GPU)")
 	cmd.AddCommand(newBenchServeCmd())
 	return cmd
 }
@@ -199,10 +204,55 @@ func parseCounts(flag, s string) ([]int, error) {
 }
 
 type bencher struct {
-	m      *qwen35.Model
-	rng    *rand.Rand
-	reps   int
-	greedy bool // generation feeds back LastToken's choice
+	m       *qwen35.Model
+	rng     *rand.Rand
+	reps    int
+	greedy  bool // generation feeds back LastToken's choice
+	overlap bool // and issues each step behind the one before (LaunchNext)
+}
+
+// chained decodes nGen greedy steps after a prompt of nPrompt, each issued
+// behind the one before (qwen35.LaunchNext) where the backend allows, as
+// a server decoding greedily does.
+func (b *bencher) chained(cache *qwen35.Cache, seqs []qwen35.Seq, tok [][]int32, nPrompt, nGen int) error {
+	for i := range seqs {
+		tok[i][0] = int32(b.rng.IntN(b.m.Config.VocabSize))
+		seqs[i].Tokens, seqs[i].Start, seqs[i].Logits = tok[i], nPrompt, qwen35.LastToken
+	}
+	// Two sets of sequences: a step's Wait writes their Next while the
+	// step after it is out with the other.
+	sets := [2][]qwen35.Seq{seqs, slices.Clone(seqs)}
+	l, err := b.m.Launch(cache, sets[0], qwen35.ForwardOptions{})
+	if err != nil {
+		return err
+	}
+	for g := 1; g < nGen; g++ {
+		next := sets[g%2]
+		for i := range next {
+			next[i].Start = nPrompt + g
+		}
+		l2, err := b.m.LaunchNext(cache, l, next)
+		if errors.Is(err, qwen35.ErrNotChained) {
+			if _, err := l.Wait(); err != nil {
+				return err
+			}
+			prev := sets[(g+1)%2]
+			for i := range next {
+				tok[i][0] = prev[i].Next
+				next[i].Tokens = tok[i]
+			}
+			l2, err = b.m.Launch(cache, next, qwen35.ForwardOptions{})
+		}
+		if err != nil {
+			return err
+		}
+		if _, err := l.Wait(); err != nil {
+			return err
+		}
+		l = l2
+	}
+	_, err = l.Wait()
+	return err
 }
 
 func (b *bencher) tokens(n int) []int32 {
@@ -282,7 +332,15 @@ func (b *bencher) run(nPrompt, nGen, conc int) (benchResult, error) {
 			}
 			goruntime.ReadMemStats(&ms0)
 			start := time.Now()
+			if b.greedy && b.overlap {
+				if err := b.chained(cache, seqs, tok, nPrompt, nGen); err != nil {
+					return r, err
+				}
+			}
 			for g := range nGen {
+				if b.greedy && b.overlap {
+					break
+				}
 				for i := range tok {
 					if b.greedy && g > 0 {
 						tok[i][0] = seqs[i].Next

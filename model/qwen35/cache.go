@@ -19,16 +19,20 @@ type Cache struct {
 	mem rt.Memory // where the tensors above live
 
 	// A forward step's batch and tensors, reused by the next step, and the
-	// host copies of its logits and greedy tokens when the backend's
-	// memory is a device's.
-	step           batch
-	arena          rt.Arena
-	logits, tokens *rt.Tensor
+	// host copy of its logits when the backend's memory is a device's.
+	step   batch
+	arena  rt.Arena
+	logits *rt.Tensor
+
+	// The last two steps launched (ahead.go), counted by launches.
+	launched [2]Launched
+	launches int
 
 	// The step after the last, recorded ahead (ahead.go): ahead is &next
 	// or nil.
 	ahead       *ahead
 	next        ahead
+	nextSeqs    []Seq
 	placeholder []int32
 }
 
@@ -88,14 +92,13 @@ func (m *Model) NewCache(blockSize, numBlocks, numSlots int) (*Cache, error) {
 
 // Close frees the cache's memory.
 func (c *Cache) Close() {
+	c.drain()
 	c.ahead = nil
 	freeTensors(c.mem, c.k, c.v, c.conv, c.rec)
 	c.arena.Free()
-	for _, t := range []**rt.Tensor{&c.logits, &c.tokens} {
-		if *t != nil {
-			c.mem.FreeStaging(*t)
-			*t = nil
-		}
+	if c.logits != nil {
+		c.mem.FreeStaging(c.logits)
+		c.logits = nil
 	}
 }
 
@@ -127,6 +130,7 @@ func (c *Cache) kvRows(i, r0, r1 int) (k, v *rt.Tensor) {
 
 // ResetSlot zeroes a slot for a new sequence.
 func (c *Cache) ResetSlot(slot int) error {
+	c.drain()
 	for i := range c.conv {
 		if c.conv[i] != nil {
 			conv, rec := c.slot(i, slot)
@@ -168,6 +172,7 @@ func host(buf []float32, t *rt.Tensor) *rt.Tensor {
 // Save copies slot's state and the first rows positions of block tailBlock
 // (ignored when rows is 0).
 func (c *Cache) Save(slot, tailBlock, rows int) (*Snapshot, error) {
+	c.drain()
 	s := &Snapshot{Rows: rows}
 	var errs []error
 	for i := range c.conv {
@@ -193,6 +198,7 @@ func (c *Cache) Save(slot, tailBlock, rows int) (*Snapshot, error) {
 // Restore writes a snapshot into slot and, if it holds a partial block,
 // into block tailBlock.
 func (c *Cache) Restore(s *Snapshot, slot, tailBlock int) error {
+	c.drain()
 	si, ti := 0, 0
 	var errs []error
 	for i := range c.conv {
@@ -221,6 +227,7 @@ func (c *Cache) Restore(s *Snapshot, slot, tailBlock int) error {
 
 // grow makes room for numBlocks blocks, keeping the keys and values.
 func (c *Cache) grow(numBlocks int) error {
+	c.drain()
 	k, v := make([]*rt.Tensor, len(c.k)), make([]*rt.Tensor, len(c.v))
 	var errs []error
 	for i := range c.k {

@@ -365,48 +365,21 @@ func (m *Model) plan(c *Cache, seqs []Seq) (*batch, error) {
 // nothing). On a GPU the step's errors are the kernels' too: ForwardBatch
 // waits for them.
 func (m *Model) ForwardBatch(c *Cache, seqs []Seq, fo ForwardOptions) (*rt.Tensor, error) {
-	var out stepOut
-	var err error
-	if st, ok := m.be.Memory().(rt.Stepper); ok && fo.Hidden == nil { // an observer reads activations mid-step
-		out, err = m.stepped(st, c, seqs)
-	} else {
-		out, err = m.forward(c, seqs, fo)
-	}
-	if err == nil {
-		err = m.be.Memory().Sync() // a kernel's failure, named by its op
-	}
-	if e := c.arena.Err(); e != nil {
-		err = fmt.Errorf("qwen35: step activations: %w", e) // what the ops refused follows from this
-	}
+	l, err := m.Launch(c, seqs, fo)
 	if err != nil {
 		return nil, err
 	}
-	logits, err := m.toHost(c, &c.logits, out.logits)
-	if err != nil {
-		return nil, fmt.Errorf("qwen35: logits to the host: %w", err)
-	}
-	if out.tokens != nil {
-		tokens, err := m.toHost(c, &c.tokens, out.tokens)
-		if err != nil {
-			return nil, fmt.Errorf("qwen35: greedy tokens to the host: %w", err)
-		}
-		next := tokens.I32()
-		for i := range seqs { // in plan's order; c.step may be the next step's by now
-			if seqs[i].Logits == LastToken {
-				seqs[i].Next, next = next[0], next[1:]
-			}
-		}
-	}
-	return logits, nil
+	return l.Wait()
 }
 
 // stepOut is what a step leaves on its backend: the logits rows asked for
-// and the greedy tokens.
-type stepOut struct{ logits, tokens *rt.Tensor }
+// and the greedy tokens, and where a device's step reads them back, their
+// host copy.
+type stepOut struct{ logits, tokens, host *rt.Tensor }
 
 // toHost copies t, if on the device, into the staging buffer *staged
 // (grown as needed) and returns the copy.
-func (m *Model) toHost(c *Cache, staged **rt.Tensor, t *rt.Tensor) (*rt.Tensor, error) {
+func toHost(c *Cache, staged **rt.Tensor, t *rt.Tensor) (*rt.Tensor, error) {
 	if t == nil || !t.OnDevice() {
 		return t, nil
 	}
@@ -423,7 +396,7 @@ func (m *Model) toHost(c *Cache, staged **rt.Tensor, t *rt.Tensor) (*rt.Tensor, 
 	}
 	out, _ := (*staged).Slice(0, 0, t.Len())
 	out = out.MustReshape(t.Shape()...)
-	if err := m.be.Memory().Copy(out, t); err != nil {
+	if err := c.mem.Copy(out, t); err != nil {
 		return nil, err
 	}
 	return out, nil
@@ -490,6 +463,13 @@ func (m *Model) forward(c *Cache, seqs []Seq, fo ForwardOptions) (stepOut, error
 	out := stepOut{tokens: ar.New(rt.I32, len(b.tokenRows))}
 	if err := m.be.Argmax(out.tokens, ar.Slice(logits, 0, nl, len(b.logitRows))); err != nil {
 		return stepOut{}, fmt.Errorf("qwen35: greedy tokens: %w", err)
+	}
+	if st, ok := m.be.Memory().(rt.Stepper); ok && out.tokens.OnDevice() {
+		// A copy queued in the step: the host reads the tokens when the
+		// step is done, while the next one may run.
+		if out.host, err = st.ReadBack(out.tokens); err != nil {
+			return stepOut{}, fmt.Errorf("qwen35: greedy tokens to the host: %w", err)
+		}
 	}
 	if nl > 0 {
 		out.logits = ar.Slice(logits, 0, 0, nl)

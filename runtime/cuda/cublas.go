@@ -53,6 +53,7 @@ func (c *Context) gemm(dst uintptr, ldd int, x uintptr, xtype int32, ldx int, w 
 		c.rec.recordGemm(a)
 		return nil
 	}
+	c.eager = true
 	if profiling {
 		defer profileSince("cublasGemmEx", 0, c.profileStart(0))
 	}

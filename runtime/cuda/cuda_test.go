@@ -707,9 +707,7 @@ func BenchmarkDecodeGEMVs(b *testing.B) {
 				return nil
 			}
 			for b.Loop() {
-				if err := step.Step(run, nil); err != nil {
-					b.Fatal(err)
-				}
+				stepAndWait(b, step, run)
 			}
 			b.ReportMetric(float64(b.Elapsed().Microseconds())/float64(b.N*len(ws)), "µs/gemv")
 		})
@@ -746,11 +744,20 @@ func BenchmarkDependentKernels(b *testing.B) {
 		return nil
 	}
 	for b.Loop() {
-		if err := step.Step(run, nil); err != nil {
-			b.Fatal(err)
-		}
+		stepAndWait(b, step, run)
 	}
 	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/1e3/float64(b.N*chain), "µs/kernel")
+}
+
+func stepAndWait(t testing.TB, step rt.Stepper, f func() error) {
+	t.Helper()
+	is, err := step.Step(f)
+	if err == nil {
+		err = is.Wait()
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
 }
 
 // TestRecordAhead records a step without running it, restages its ids
@@ -780,10 +787,14 @@ func TestRecordAhead(t *testing.T) {
 	if err := rec.Restage(ids); err != nil {
 		t.Fatal(err)
 	}
-	if err := rec.Issue(nil); err != nil {
+	is, err := rec.Issue()
+	if err == nil {
+		err = is.Wait()
+	}
+	if err != nil {
 		t.Fatal(err)
 	}
-	if err := rec.Issue(nil); !errors.Is(err, rt.ErrStaleRecording) {
+	if _, err := rec.Issue(); !errors.Is(err, rt.ErrStaleRecording) {
 		t.Errorf("a recording issued twice: %v", err)
 	}
 	got := rt.New(rt.F32, 2, 8)
@@ -805,7 +816,7 @@ func TestRecordAhead(t *testing.T) {
 	if _, err := step.Record(embed); err != nil {
 		t.Fatal(err)
 	}
-	if err := rec.Issue(nil); !errors.Is(err, rt.ErrStaleRecording) {
+	if _, err := rec.Issue(); !errors.Is(err, rt.ErrStaleRecording) {
 		t.Errorf("a recording replaced by another: %v", err)
 	}
 	rec, err = step.Record(embed)
@@ -817,7 +828,7 @@ func TestRecordAhead(t *testing.T) {
 		t.Fatal(err)
 	}
 	mem.Free(scratch)
-	if err := rec.Issue(nil); !errors.Is(err, rt.ErrStaleRecording) {
+	if _, err := rec.Issue(); !errors.Is(err, rt.ErrStaleRecording) {
 		t.Errorf("a recording after a free: %v", err)
 	}
 
@@ -831,6 +842,100 @@ func TestRecordAhead(t *testing.T) {
 	}
 	if err := mem.Sync(); err != nil {
 		t.Errorf("a failed recording left an error behind: %v", err)
+	}
+}
+
+// TestFeedFromStepBefore chains steps as greedy decoding does: a step's
+// argmax is read back to the host by the step, and the step after it,
+// recorded ahead, takes its ids from that argmax on the device; it is
+// issued before the first is waited for. Several rounds, so that both
+// halves of the staging ring and the captured graphs are used.
+func TestFeedFromStepBefore(t *testing.T) {
+	p := newPair(t)
+	be, err := backends.New(rt.CUDA)
+	if err != nil {
+		t.Fatal(err)
+	}
+	mem := be.Memory()
+	step := mem.(rt.Stepper)
+	const rows, vocab = 3, 8
+	table := p.random(2, vocab, vocab)
+	scores := p.random(3, rows, vocab)
+	tab, logits := p.d(table), p.d(scores)
+	emb, _ := mem.Alloc(rt.F32, rows, vocab)
+	mixed, _ := mem.Alloc(rt.F32, rows, vocab)
+	tokens, _ := mem.Alloc(rt.I32, rows)
+	defer func() {
+		for _, x := range []*rt.Tensor{emb, mixed, tokens} {
+			mem.Free(x)
+		}
+	}()
+	// A step: embed ids, add the logits, argmax to tokens, read back.
+	ids := make([]int32, rows)
+	var host *rt.Tensor
+	f := func() error {
+		if err := be.Embedding(emb, tab, ids); err != nil {
+			return err
+		}
+		if err := be.Add(mixed, logits, emb); err != nil {
+			return err
+		}
+		if err := be.Argmax(tokens, mixed); err != nil {
+			return err
+		}
+		var err error
+		host, err = step.ReadBack(tokens)
+		return err
+	}
+	// The same on the host.
+	want := func(in []int32) []int32 {
+		out := make([]int32, rows)
+		for r, id := range in {
+			row := make([]float32, vocab)
+			for j := range row {
+				row[j] = scores.F32()[r*vocab+j] + table.F32()[int(id)*vocab+j]
+			}
+			out[r] = rt.ArgmaxRow(row)
+		}
+		return out
+	}
+	ids[0], ids[1], ids[2] = 1, 4, 6
+	expect := want(ids)
+	is, err := step.Step(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for round := range 6 {
+		got := host
+		rec, err := step.Record(f)
+		if err != nil {
+			t.Fatalf("round %d: %v", round, err)
+		}
+		if err := rec.Feed(ids, tokens); err != nil {
+			t.Fatalf("round %d: %v", round, err)
+		}
+		next, err := rec.Issue()
+		if err != nil {
+			t.Fatalf("round %d: %v", round, err)
+		}
+		if err := is.Wait(); err != nil {
+			t.Fatalf("round %d: %v", round, err)
+		}
+		if !slices.Equal(got.I32(), expect) {
+			t.Fatalf("round %d: tokens read back %v, want %v", round, got.I32(), expect)
+		}
+		expect, is = want(expect), next
+	}
+	if err := is.Wait(); err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(host.I32(), expect) {
+		t.Fatalf("last round: tokens read back %v, want %v", host.I32(), expect)
+	}
+	if rec, err := step.Record(f); err != nil {
+		t.Fatal(err)
+	} else if err := rec.Feed(ids, mixed); err == nil {
+		t.Error("ids fed from an f32 tensor")
 	}
 }
 

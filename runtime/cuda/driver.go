@@ -51,8 +51,9 @@ var (
 // purego.SyscallN: a function bound by purego.RegisterFunc allocates (it
 // calls through reflect) every time.
 var hot struct {
-	ctxSetCurrent, ctxSynchronize, streamSynchronize, graphLaunch uintptr
-	memcpyDtoH, memcpyHtoDAsync, launchKernel, launchKernelEx     uintptr // launchKernelEx: CUDA 12; 0 before
+	ctxSetCurrent, ctxSynchronize, streamSynchronize, graphLaunch   uintptr
+	memcpyDtoH, memcpyHtoDAsync, launchKernel, launchKernelEx       uintptr // launchKernelEx: CUDA 12; 0 before
+	memcpyDtoDAsync, memcpyDtoHAsync, eventRecord, eventSynchronize uintptr
 }
 
 func call(fn uintptr, args ...uintptr) int32 {
@@ -75,6 +76,17 @@ func cuMemcpyHtoDAsync(dst uintptr, src unsafe.Pointer, n, stream uintptr) int32
 	return call(hot.memcpyHtoDAsync, dst, uintptr(src), n, stream)
 }
 
+func cuMemcpyDtoDAsync(dst, src, n, stream uintptr) int32 {
+	return call(hot.memcpyDtoDAsync, dst, src, n, stream)
+}
+
+func cuMemcpyDtoHAsync(dst unsafe.Pointer, src, n, stream uintptr) int32 {
+	return call(hot.memcpyDtoHAsync, uintptr(dst), src, n, stream)
+}
+
+func cuEventRecordHot(ev, stream uintptr) int32 { return call(hot.eventRecord, ev, stream) }
+func cuEventSynchronize(ev uintptr) int32       { return call(hot.eventSynchronize, ev) }
+
 func cuLaunchKernel(fn uintptr, gx, gy, gz, bx, by, bz, shared uint32, stream uintptr, params, extra unsafe.Pointer) int32 {
 	return call(hot.launchKernel, fn, uintptr(gx), uintptr(gy), uintptr(gz), uintptr(bx), uintptr(by), uintptr(bz),
 		uintptr(shared), stream, uintptr(params), uintptr(extra))
@@ -85,6 +97,7 @@ func cuLaunchKernelEx(config *launchConfig, fn uintptr, params, extra unsafe.Poi
 }
 
 const (
+	eventDisableTiming   = 2
 	streamNonBlocking    = 1
 	captureModeRelaxed   = 2
 	cudaErrorNoDevice    = 100
@@ -128,7 +141,7 @@ type Context struct {
 	// Step recording and its captured graphs (graph.go).
 	rec          *recorder
 	recBuf       []byte
-	lastEnc      []byte
+	lastEnc      [2][]byte // the last two steps' encodings: a step that repeats one is captured
 	graphs       []graph
 	stream       uintptr // the capture stream
 	noGraphs     bool
@@ -137,10 +150,19 @@ type Context struct {
 	graphStats   GraphStats
 	ahead        aheadStep // the step recorded ahead (Record)
 	epoch        uint64    // counts frees and moves of device buffers, which stale a step recorded ahead
+	eager        bool      // work queued on the legacy stream since the GPU was last waited for
+	// Steps alternate between the two halves of the staging ring, so that
+	// one can be issued while the one before still reads its half; each
+	// half's event marks the end of the last step issued on it.
+	half      int
+	halfEvent [2]uintptr
+	halfStep  [2]uint64 // which step (counting c.issued) recorded it
+	halfWait  [2]stepWait
+	issued    uint64
 
 	stageMu            sync.Mutex
-	stageHost          unsafe.Pointer // page-locked ring of host arrays
-	stageDev, stageOff uintptr        // its device mirror, next free byte
+	stageHost          unsafe.Pointer // page-locked ring of host arrays, two halves of stageBytes
+	stageDev, stageOff uintptr        // its device mirror, next free byte of the current half
 }
 
 type devBuf struct {
@@ -189,7 +211,9 @@ func open() (*Context, error) {
 		"cuFuncSetAttribute": &cuFuncSetAttribute, "cuLaunchKernel": &hot.launchKernel,
 		"cuFuncGetAttribute": &cuFuncGetAttribute, "cuOccupancyMaxActiveBlocksPerMultiprocessor": &cuOccupancyMaxActiveBlocks,
 		"cuGetErrorName": &cuGetErrorName, "cuDriverGetVersion": &cuDriverGetVersion,
-		"cuDeviceTotalMem_v2": &cuDeviceTotalMem,
+		"cuDeviceTotalMem_v2": &cuDeviceTotalMem, "cuMemcpyDtoDAsync_v2": &hot.memcpyDtoDAsync,
+		"cuMemcpyDtoHAsync_v2": &hot.memcpyDtoHAsync, "cuEventCreate": &cuEventCreate,
+		"cuEventRecord": &hot.eventRecord, "cuEventSynchronize": &hot.eventSynchronize,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("cuda: %w", err)
@@ -300,12 +324,19 @@ func (c *Context) fail(err error) {
 // Sync waits for the GPU and returns (and clears) the first error recorded
 // since the last Sync.
 func (c *Context) Sync() error {
-	err := c.do(func() error { return check("cuCtxSynchronize", cuCtxSynchronize()) })
+	err := c.do(c.syncAll)
+	if e := c.takeErr(); e != nil {
+		err = e
+	}
+	return err
+}
+
+// takeErr returns and clears the first error recorded since the last.
+func (c *Context) takeErr() error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if c.err != nil {
-		err, c.err = c.err, nil
-	}
+	err := c.err
+	c.err = nil
 	return err
 }
 
@@ -388,7 +419,7 @@ func (c *Context) scratchBytes(slot int, n uintptr) (uintptr, error) {
 		}
 		if b.ptr != 0 {
 			// Freeing waits for the kernels that still read it.
-			if err := check("cuCtxSynchronize", cuCtxSynchronize()); err != nil {
+			if err := c.syncAll(); err != nil {
 				return 0, err
 			}
 			cuMemFree(b.ptr)
@@ -404,7 +435,8 @@ func (c *Context) scratchBytes(slot int, n uintptr) (uintptr, error) {
 	return b.ptr, nil
 }
 
-// stageBytes is the size of the ring that host arrays go through.
+// stageBytes is the size of each half of the ring that host arrays go
+// through.
 const stageBytes = 8 << 20
 
 // hostInts copies v (positions, ids, tables) to the device and returns its
@@ -414,11 +446,42 @@ const stageBytes = 8 << 20
 // copy still reads what is overwritten.
 func (c *Context) hostInts(v []int32) (uintptr, error) {
 	if c.rec != nil && c.rec.ahead {
-		return c.rec.stage(c, v)
+		off, err := c.rec.reserve(c, 4*len(v))
+		if err != nil {
+			return 0, err
+		}
+		r := c.rec
+		dev := c.stageDev + r.base() + uintptr(off)
+		if len(v) > 0 {
+			copy(unsafe.Slice((*int32)(unsafe.Pointer(&r.shadow[off])), len(v)), v)
+			r.staged = append(r.staged, staged{host: &v[0], n: len(v), off: off, at: len(r.enc)})
+			r.recordCopy(dev, r.base()+uintptr(off), uintptr(4*len(v)))
+		}
+		return dev, nil
 	}
 	c.stageMu.Lock()
 	defer c.stageMu.Unlock()
-	n := (uintptr(4*max(len(v), 1)) + 255) &^ 255
+	off, err := c.reserve(4 * len(v))
+	if err != nil {
+		return 0, err
+	}
+	host, dev := unsafe.Add(c.stageHost, off), c.stageDev+off
+	if len(v) == 0 {
+		return dev, nil
+	}
+	copy(unsafe.Slice((*int32)(host), len(v)), v)
+	if c.rec != nil {
+		c.rec.recordCopy(dev, off, uintptr(4*len(v)))
+		return dev, nil
+	}
+	c.eager = true
+	return dev, check("cuMemcpyHtoDAsync", cuMemcpyHtoDAsync(dev, host, uintptr(4*len(v)), 0))
+}
+
+// reserve takes n bytes (256-aligned) of the ring's current half and
+// returns their offset in the ring; c.stageMu is held.
+func (c *Context) reserve(bytes int) (uintptr, error) {
+	n := (uintptr(max(bytes, 4)) + 255) &^ 255
 	if n > stageBytes {
 		return 0, fmt.Errorf("%d bytes of host arrays in one call, over the %d of the staging ring", n, stageBytes)
 	}
@@ -429,23 +492,14 @@ func (c *Context) hostInts(v []int32) (uintptr, error) {
 		if err := c.flush(); err != nil {
 			return 0, err
 		}
-		if err := check("cuCtxSynchronize", cuCtxSynchronize()); err != nil {
+		if err := c.syncAll(); err != nil {
 			return 0, err
 		}
 		c.stageOff = 0
 	}
-	off := c.stageOff
-	host, dev := unsafe.Add(c.stageHost, off), c.stageDev+off
+	off := uintptr(c.half)*stageBytes + c.stageOff
 	c.stageOff += n
-	if len(v) == 0 {
-		return dev, nil
-	}
-	copy(unsafe.Slice((*int32)(host), len(v)), v)
-	if c.rec != nil {
-		c.rec.recordCopy(dev, off, uintptr(4*len(v)))
-		return dev, nil
-	}
-	return dev, check("cuMemcpyHtoDAsync", cuMemcpyHtoDAsync(dev, host, uintptr(4*len(v)), 0))
+	return off, nil
 }
 
 // allocRing allocates the staging ring on first use.
@@ -453,10 +507,10 @@ func (c *Context) allocRing() error {
 	if c.stageDev != 0 {
 		return nil
 	}
-	if err := check("cuMemAlloc", cuMemAlloc(&c.stageDev, stageBytes)); err != nil {
+	if err := check("cuMemAlloc", cuMemAlloc(&c.stageDev, 2*stageBytes)); err != nil {
 		return err
 	}
-	if err := check("cuMemHostAlloc", cuMemHostAlloc(&c.stageHost, stageBytes, 0)); err != nil {
+	if err := check("cuMemHostAlloc", cuMemHostAlloc(&c.stageHost, 2*stageBytes, 0)); err != nil {
 		cuMemFree(c.stageDev)
 		c.stageDev = 0
 		return err
@@ -464,10 +518,10 @@ func (c *Context) allocRing() error {
 	return nil
 }
 
-// stage puts v in the shadow of the ring of a step recorded ahead, at the
-// offset the ring will give it when the step is issued.
-func (r *recorder) stage(c *Context, v []int32) (uintptr, error) {
-	n := (4*max(len(v), 1) + 255) &^ 255
+// reserve takes n bytes (256-aligned) of the shadow of a step recorded
+// ahead, cleared, and returns their offset in it.
+func (r *recorder) reserve(c *Context, bytes int) (int, error) {
+	n := (max(bytes, 4) + 255) &^ 255
 	off := len(r.shadow)
 	if off+n > stageBytes {
 		r.fail(errAhead)
@@ -482,12 +536,41 @@ func (r *recorder) stage(c *Context, v []int32) (uintptr, error) {
 	}
 	r.shadow = slices.Grow(r.shadow, n)[:off+n]
 	clear(r.shadow[off:])
-	if len(v) > 0 {
-		copy(unsafe.Slice((*int32)(unsafe.Pointer(&r.shadow[off])), len(v)), v)
-		r.staged = append(r.staged, staged{host: &v[0], n: len(v), off: off})
-		r.recordCopy(c.stageDev+uintptr(off), uintptr(off), uintptr(4*len(v)))
+	return off, nil
+}
+
+// readBack copies t to the ring (see rt.Stepper.ReadBack).
+func (c *Context) readBack(t *rt.Tensor) (*rt.Tensor, error) {
+	if !t.OnDevice() || !t.IsContiguous() {
+		return nil, fmt.Errorf("cuda: read back of %v %v: contiguous device tensors only", t.DType(), t.Shape())
 	}
-	return c.stageDev + uintptr(off), nil
+	n := t.ByteLen()
+	var off uintptr
+	if r := c.rec; r != nil && r.ahead {
+		o, err := r.reserve(c, n)
+		if err != nil {
+			return nil, err
+		}
+		off = r.base() + uintptr(o)
+		r.recordReadBack(off, t.DevicePtr(), uintptr(n))
+	} else {
+		c.stageMu.Lock()
+		o, err := c.reserve(n)
+		c.stageMu.Unlock()
+		if err != nil {
+			return nil, err
+		}
+		off = o
+		if r != nil {
+			r.recordReadBack(off, t.DevicePtr(), uintptr(n))
+		} else {
+			c.eager = true
+			if err := check("cuMemcpyDtoHAsync", cuMemcpyDtoHAsync(unsafe.Add(c.stageHost, off), t.DevicePtr(), uintptr(n), 0)); err != nil {
+				return nil, err
+			}
+		}
+	}
+	return rt.FromBytes(t.DType(), unsafe.Slice((*byte)(unsafe.Add(c.stageHost, off)), n), t.Shape()...)
 }
 
 // function returns kernel name of the module.
@@ -544,6 +627,7 @@ func (c *Context) launch2(name string, grid, gridY, block, shared int, args ...k
 		c.rec.recordLaunch(fn, grid, gridY, block, shared, args)
 		return nil
 	}
+	c.eager = true
 	if profiling {
 		defer profileSince(name, 0, c.profileStart(0))
 	}

@@ -44,9 +44,11 @@ func p[T kernelScalar](v T) karg {
 }
 
 const (
-	recLaunch = iota + 1
-	recCopy
-	recGemm
+	recLaunch   = iota + 1
+	recCopy     // host ring → device
+	recGemm     //
+	recCopyDev  // device → device: a staged array fed from the step before
+	recReadBack // device → host ring
 )
 
 // recorder accumulates one step's encoding.
@@ -57,15 +59,20 @@ type recorder struct {
 	// A step recorded ahead (Record) stages its host arrays in shadow, to
 	// go into the ring when it is issued, and notes where each went.
 	ahead  bool
+	half   int // of the ring, where the shadow goes
+	fed    bool
 	shadow []byte
 	staged []staged
 	err    error // an ahead step's first failure, not the context's
 }
 
-// staged is a host array that went into the ring at off.
+func (r *recorder) base() uintptr { return uintptr(r.half) * stageBytes }
+
+// staged is a host array that went into the shadow at off, copied to the
+// device by the record at enc[at:].
 type staged struct {
-	host   *int32
-	n, off int
+	host       *int32
+	n, off, at int
 }
 
 var errAhead = errors.New("the step needs the device mid-step, so it cannot be recorded ahead")
@@ -85,44 +92,56 @@ type graph struct {
 }
 
 // maxGraphs is how many captured steps are kept (one per batch shape the
-// engine cycles through); the oldest goes first.
-const maxGraphs = 8
+// engine cycles through, and a decode shape's steps fed from the device
+// alternate between two); the oldest goes first.
+const maxGraphs = 12
 
-// Step runs f, one forward pass, recording its GPU work, then issues it:
-// as a graph when an earlier step recorded the same work, else eagerly
-// (capturing it when it repeats the step before). then runs while the GPU
-// runs the step.
-func (m memory) Step(f func() error, then func()) error {
+// Step runs f, one forward pass, recording its GPU work, then issues it
+// without waiting: as a graph when an earlier step recorded the same work,
+// else eagerly (capturing it when it repeats a recent step).
+func (m memory) Step(f func() error) (rt.Issued, error) {
 	c := m.c
 	if c.noGraphs || profiling {
-		return f()
+		if err := f(); err != nil {
+			return nil, err
+		}
+		return syncWait{c}, nil
 	}
-	// Nothing queued may still read the staging ring when it restarts.
-	if err := c.do(func() error { return check("cuCtxSynchronize", cuCtxSynchronize()) }); err != nil {
-		return err
-	}
-	c.stageMu.Lock()
-	c.stageOff = 0
-	c.stageMu.Unlock()
+	var is rt.Issued
 	// The whole step runs on this locked thread with the context current,
 	// so that ops recorded meanwhile need no driver call of their own.
-	return c.do(func() error {
+	err := c.do(func() error {
+		// Nothing queued may still read the half of the staging ring that
+		// this step takes.
+		if err := c.syncAll(); err != nil {
+			return err
+		}
+		c.stageMu.Lock()
+		c.half ^= 1
+		c.stageOff = 0
+		c.stageMu.Unlock()
 		rec := &recorder{enc: c.recBuf[:0]}
 		c.rec = rec
 		err := f()
 		c.rec = nil
 		c.recBuf = rec.enc[:0]
-		if err != nil || rec.flushed {
+		if err != nil {
 			return err
 		}
-		return c.issueWhile(rec.enc, then)
+		if rec.flushed { // what ran eagerly went on the legacy stream
+			is = syncWait{c}
+			return nil
+		}
+		is, err = c.issueStep(rec.enc)
+		return err
 	})
+	return is, err
 }
 
 // Record records f as the next step while the GPU may still run this one:
-// its host arrays wait in a shadow of the staging ring, and whatever would
-// need the GPU mid-step fails the recording (errAhead) before it touches
-// the device.
+// its host arrays wait in a shadow of the other half of the staging ring,
+// and whatever would need the GPU mid-step fails the recording (errAhead)
+// before it touches the device.
 func (m memory) Record(f func() error) (rt.Recording, error) {
 	c := m.c
 	if c.noGraphs || profiling {
@@ -130,7 +149,7 @@ func (m memory) Record(f func() error) (rt.Recording, error) {
 	}
 	a := &c.ahead
 	a.gen++
-	a.rec = recorder{enc: a.rec.enc[:0], ahead: true, shadow: a.rec.shadow[:0], staged: a.rec.staged[:0]}
+	a.rec = recorder{enc: a.rec.enc[:0], ahead: true, half: c.half ^ 1, shadow: a.rec.shadow[:0], staged: a.rec.staged[:0]}
 	err := c.do(func() error {
 		c.rec = &a.rec
 		err := f()
@@ -166,77 +185,170 @@ func (r recording) live() error {
 	return nil
 }
 
-func (r recording) Restage(v []int32) error {
+// stagedAt finds the host array v among those the recording staged.
+func (r recording) stagedAt(v []int32) (*staged, error) {
 	if err := r.live(); err != nil {
-		return err
-	}
-	if len(v) == 0 {
-		return nil
+		return nil, err
 	}
 	a := &r.c.ahead.rec
-	for _, s := range a.staged {
-		if s.host == &v[0] && s.n == len(v) {
-			copy(unsafe.Slice((*int32)(unsafe.Pointer(&a.shadow[s.off])), s.n), v)
-			return nil
+	for i, s := range a.staged {
+		if len(v) > 0 && s.host == &v[0] && s.n == len(v) {
+			return &a.staged[i], nil
 		}
 	}
-	return fmt.Errorf("cuda: restage: the step staged no array of %d at %p", len(v), &v[0])
+	return nil, fmt.Errorf("cuda: the step staged no array of %d at %p", len(v), unsafe.SliceData(v))
 }
 
-func (r recording) Issue(then func()) error {
+func (r recording) Restage(v []int32) error {
+	if len(v) == 0 {
+		return r.live()
+	}
+	s, err := r.stagedAt(v)
+	if err != nil {
+		return fmt.Errorf("restage: %w", err)
+	}
+	a := &r.c.ahead.rec
+	copy(unsafe.Slice((*int32)(unsafe.Pointer(&a.shadow[s.off])), s.n), v)
+	return nil
+}
+
+func (r recording) Feed(v []int32, src *rt.Tensor) error {
+	s, err := r.stagedAt(v)
+	if err != nil {
+		return fmt.Errorf("feed: %w", err)
+	}
+	if !src.OnDevice() || src.DType() != rt.I32 || src.Len() != len(v) || !src.IsContiguous() {
+		return fmt.Errorf("cuda: feed: %d staged int32s from a %v %v tensor (on the device: %v): want contiguous int32 [%d] on the device",
+			len(v), src.DType(), src.Shape(), src.OnDevice(), len(v))
+	}
+	// The copy from the ring becomes one from src: same fields, another
+	// kind (recCopy's ring offset is recCopyDev's source).
+	a := &r.c.ahead.rec
+	binary.LittleEndian.PutUint64(a.enc[s.at:], recCopyDev)
+	binary.LittleEndian.PutUint64(a.enc[s.at+16:], uint64(src.DevicePtr()))
+	a.fed = true
+	return nil
+}
+
+func (r recording) Issue() (rt.Issued, error) {
 	if err := r.live(); err != nil {
-		return err
+		return nil, err
 	}
 	c := r.c
 	c.ahead.gen++ // issued once
-	if r.epoch != c.epoch {
-		return fmt.Errorf("cuda: %w: device buffers were freed or moved since it was recorded", rt.ErrStaleRecording)
+	a := &c.ahead.rec
+	switch {
+	case r.epoch != c.epoch:
+		return nil, fmt.Errorf("cuda: %w: device buffers were freed or moved since it was recorded", rt.ErrStaleRecording)
+	case a.half == c.half:
+		return nil, fmt.Errorf("cuda: %w: a step was issued since it was recorded", rt.ErrStaleRecording)
 	}
-	return c.do(func() error {
-		// As Step: what ran before finishes before the ring restarts.
-		if err := check("cuCtxSynchronize", cuCtxSynchronize()); err != nil {
+	var is rt.Issued
+	err := c.do(func() error {
+		if a.fed && !c.eager {
+			// Fed from the step before, so issued behind it: only the
+			// step two back, which used this half of the ring, must be done.
+			if err := c.waitHalf(a.half); err != nil {
+				return err
+			}
+		} else if err := c.syncAll(); err != nil {
 			return err
 		}
-		a := &c.ahead.rec
 		c.stageMu.Lock()
-		copy(unsafe.Slice((*byte)(c.stageHost), len(a.shadow)), a.shadow)
-		c.stageOff = uintptr(len(a.shadow))
+		copy(unsafe.Slice((*byte)(unsafe.Add(c.stageHost, a.base())), len(a.shadow)), a.shadow)
+		c.half, c.stageOff = a.half, uintptr(len(a.shadow))
 		c.stageMu.Unlock()
 		c.graphStats.Ahead++
-		return c.issueWhile(a.enc, then)
+		var err error
+		is, err = c.issueStep(a.enc)
+		return err
 	})
+	return is, err
 }
 
-// issueWhile issues enc, runs then, and waits for a graph it launched.
-func (c *Context) issueWhile(enc []byte, then func()) error {
-	launched, err := c.issue(enc)
-	if err != nil {
-		return err
+// syncAll waits for everything queued on the GPU.
+func (c *Context) syncAll() error {
+	c.eager = false
+	return check("cuCtxSynchronize", cuCtxSynchronize())
+}
+
+// issueStep issues a step's encoding on the step stream and marks its end
+// with its half's event.
+func (c *Context) issueStep(enc []byte) (rt.Issued, error) {
+	if err := c.ensureStream(); err != nil {
+		return nil, err
 	}
-	if then != nil {
-		then()
+	if err := c.issue(enc); err != nil {
+		return nil, err
 	}
-	if !launched {
+	ev := &c.halfEvent[c.half]
+	if *ev == 0 {
+		if err := check("cuEventCreate", cuEventCreate(ev, eventDisableTiming)); err != nil {
+			return nil, err
+		}
+	}
+	if err := check("cuEventRecord", cuEventRecordHot(*ev, c.stream)); err != nil {
+		return nil, err
+	}
+	c.issued++
+	c.halfStep[c.half] = c.issued
+	w := &c.halfWait[c.half] // the context's: an Issued that allocates nothing
+	*w = stepWait{c: c, half: c.half, n: c.issued}
+	return w, nil
+}
+
+// waitHalf waits for the last step issued on half of the staging ring.
+func (c *Context) waitHalf(half int) error {
+	if c.halfEvent[half] == 0 {
 		return nil
 	}
-	// The graph's stream does not order itself with the legacy stream that
-	// the copies after a step use.
-	return check("cuStreamSynchronize", cuStreamSynchronize(c.stream))
+	return check("cuEventSynchronize", cuEventSynchronize(c.halfEvent[half]))
 }
 
-// issue runs a step's encoding as a graph, capturing one if it repeats,
-// and says whether it launched a graph (on c.stream, not waited for).
-func (c *Context) issue(enc []byte) (launched bool, err error) {
+// stepWait waits for step n, issued on half of the staging ring.
+type stepWait struct {
+	c    *Context
+	half int
+	n    uint64
+}
+
+func (w *stepWait) Wait() error {
+	c := w.c
+	err := c.do(func() error {
+		if c.halfStep[w.half] != w.n {
+			return nil // a later step took its half, which waited for it
+		}
+		return c.waitHalf(w.half)
+	})
+	return firstErr(err, c.takeErr())
+}
+
+// syncWait waits for a step that ran (in part) eagerly.
+type syncWait struct{ c *Context }
+
+func (w syncWait) Wait() error { return w.c.Sync() }
+
+func (c *Context) ensureStream() error {
+	if c.stream != 0 {
+		return nil
+	}
+	return check("cuStreamCreate", cuStreamCreate(&c.stream, streamNonBlocking))
+}
+
+// issue runs a step's encoding on the step stream: as a graph where one
+// was captured for it, capturing one where it repeats one of the last two
+// steps, else eagerly.
+func (c *Context) issue(enc []byte) error {
 	for i, g := range c.graphs {
 		if bytes.Equal(g.enc, enc) {
 			copy(c.graphs[i:], c.graphs[i+1:]) // most recent last
 			c.graphs[len(c.graphs)-1] = g
-			return true, c.launchGraph(g.exec)
+			return c.launchGraph(g.exec)
 		}
 	}
-	if !bytes.Equal(enc, c.lastEnc) {
-		c.lastEnc = append(c.lastEnc[:0], enc...)
-		return false, c.replay(enc, 0)
+	if !bytes.Equal(enc, c.lastEnc[0]) && !bytes.Equal(enc, c.lastEnc[1]) {
+		c.lastEnc[0], c.lastEnc[1] = append(c.lastEnc[1][:0], enc...), c.lastEnc[0]
+		return c.replay(enc, c.stream)
 	}
 	exec, err := c.capture(enc)
 	if err != nil && c.pdl {
@@ -251,7 +363,7 @@ func (c *Context) issue(enc []byte) (launched bool, err error) {
 		// from now on, and say so once.
 		slog.Warn("cuda: graph capture failed; steps run without graphs", "err", err)
 		c.noGraphs = true
-		return false, c.replay(enc, 0)
+		return c.replay(enc, c.stream)
 	}
 	if len(c.graphs) == maxGraphs {
 		cuGraphExecDestroy(c.graphs[0].exec)
@@ -259,7 +371,7 @@ func (c *Context) issue(enc []byte) (launched bool, err error) {
 	}
 	c.graphs = append(c.graphs, graph{enc: append([]byte(nil), enc...), exec: exec})
 	c.graphStats.Captures++
-	return true, c.launchGraph(exec)
+	return c.launchGraph(exec)
 }
 
 // GraphStats counts the steps issued as graphs, the graphs captured, and
@@ -295,10 +407,8 @@ func (c *Context) launchGraph(exec uintptr) error {
 
 // capture records enc's work on the capture stream into an executable graph.
 func (c *Context) capture(enc []byte) (uintptr, error) {
-	if c.stream == 0 {
-		if err := check("cuStreamCreate", cuStreamCreate(&c.stream, streamNonBlocking)); err != nil {
-			return 0, err
-		}
+	if err := c.ensureStream(); err != nil {
+		return 0, err
 	}
 	if err := check("cuStreamBeginCapture", cuStreamBeginCapture(c.stream, captureModeRelaxed)); err != nil {
 		return 0, err
@@ -351,6 +461,16 @@ func (c *Context) replay(enc []byte, stream uintptr) error {
 		case recCopy:
 			dst, off, n := uintptr(rd()), uintptr(rd()), uintptr(rd())
 			if err := check("cuMemcpyHtoDAsync", cuMemcpyHtoDAsync(dst, unsafe.Add(c.stageHost, off), n, stream)); err != nil {
+				return err
+			}
+		case recCopyDev:
+			dst, src, n := uintptr(rd()), uintptr(rd()), uintptr(rd())
+			if err := check("cuMemcpyDtoDAsync", cuMemcpyDtoDAsync(dst, src, n, stream)); err != nil {
+				return err
+			}
+		case recReadBack:
+			off, src, n := uintptr(rd()), uintptr(rd()), uintptr(rd())
+			if err := check("cuMemcpyDtoHAsync", cuMemcpyDtoHAsync(unsafe.Add(c.stageHost, off), src, n, stream)); err != nil {
 				return err
 			}
 		case recGemm:
@@ -411,6 +531,7 @@ func (c *Context) flush() error {
 	}
 	c.rec = nil
 	rec.flushed = true
+	c.eager = true
 	return c.replay(rec.enc, 0)
 }
 
@@ -430,6 +551,14 @@ func (r *recorder) recordCopy(dst, off, n uintptr) {
 	r.u64(recCopy)
 	r.u64(uint64(dst))
 	r.u64(uint64(off))
+	r.u64(uint64(n))
+}
+
+// recordReadBack encodes a copy of n bytes at src to the ring at off.
+func (r *recorder) recordReadBack(off, src, n uintptr) {
+	r.u64(recReadBack)
+	r.u64(uint64(off))
+	r.u64(uint64(src))
 	r.u64(uint64(n))
 }
 

@@ -19,6 +19,19 @@ func (m memory) Alloc(dt rt.DType, shape ...int) (*rt.Tensor, error) { return m.
 func (m memory) Free(t *rt.Tensor) error                             { return m.c.Free(t) }
 func (m memory) Sync() error                                         { return m.c.Sync() }
 
+func (m memory) ReadBack(t *rt.Tensor) (*rt.Tensor, error) {
+	if m.c.rec != nil { // Step or Record holds the thread, with the context current
+		return m.c.readBack(t)
+	}
+	var out *rt.Tensor
+	err := m.c.do(func() error {
+		var err error
+		out, err = m.c.readBack(t)
+		return err
+	})
+	return out, err
+}
+
 // Staging allocates page-locked host memory: copies from it run at the
 // link's rate rather than through the driver's bounce buffer.
 func (m memory) Staging(dt rt.DType, shape ...int) (*rt.Tensor, error) {
@@ -66,6 +79,7 @@ func (m memory) Copy(dst, src *rt.Tensor) error {
 		if err := m.c.flush(); err != nil { // the copy follows the step's work so far
 			return err
 		}
+		m.c.eager = true
 		switch {
 		case dst.OnDevice() && src.OnDevice():
 			return check("cuMemcpyDtoD", cuMemcpyDtoD(dst.DevicePtr(), src.DevicePtr(), n))
@@ -90,6 +104,7 @@ func (m memory) Zero(t *rt.Tensor) error {
 		if err := m.c.flush(); err != nil {
 			return err
 		}
+		m.c.eager = true
 		return check("cuMemsetD8", cuMemsetD8(t.DevicePtr(), 0, n))
 	})
 }
