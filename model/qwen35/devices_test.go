@@ -363,64 +363,69 @@ func TestChainedStepsMatch(t *testing.T) {
 		t.Run(d.name, func(t *testing.T) {
 			m := loadOn(t, d.be, fx.Dir, qwen35.Options{})
 			want, _ := greedyBatch(t, m, fx, false)
-			const bs, steps = 4, 24
-			cache, err := m.NewCache(bs, 3*(steps+40)/bs+3, 3)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer cache.Close()
-			sets := [2][]qwen35.Seq{make([]qwen35.Seq, 3), make([]qwen35.Seq, 3)}
-			next := int32(0)
-			for i := range sets[0] {
-				sets[0][i] = qwen35.Seq{Tokens: fx.Cases[i+1].IDs[:5], Slot: i, Logits: qwen35.LastToken}
-			}
-			var got [3][]int32
-			keep := func(l *qwen35.Launched) {
-				if _, err := l.Wait(); err != nil {
+			// The second round's cache takes the addresses the first freed,
+			// so its steps launch the first's graphs (on an H100 that
+			// crashed in cuGraphLaunch when they held copy nodes).
+			for round := range 2 {
+				const bs, steps = 4, 24
+				cache, err := m.NewCache(bs, 3*(steps+40)/bs+3, 3)
+				if err != nil {
 					t.Fatal(err)
 				}
-				for i, id := range l.Tokens() {
-					got[i] = append(got[i], id)
+				sets := [2][]qwen35.Seq{make([]qwen35.Seq, 3), make([]qwen35.Seq, 3)}
+				next := int32(0)
+				for i := range sets[0] {
+					sets[0][i] = qwen35.Seq{Tokens: fx.Cases[i+1].IDs[:5], Slot: i, Logits: qwen35.LastToken}
 				}
-			}
-			growBlocks(sets[0], bs, &next)
-			l, err := m.Launch(cache, sets[0], qwen35.ForwardOptions{})
-			if err != nil {
-				t.Fatal(err)
-			}
-			for step := 1; step < steps; step++ {
-				prev, cur := sets[(step+1)%2], sets[step%2]
-				for i := range cur {
-					cur[i] = prev[i]
-					cur[i].Start = prev[i].Start + len(prev[i].Tokens)
-					cur[i].Tokens = []int32{0} // ignored by LaunchNext
-				}
-				growBlocks(cur, bs, &next)
-				var l2 *qwen35.Launched
-				if step == 1 { // the prompt step has five tokens a sequence: not one to follow
-					if _, err := m.LaunchNext(cache, l, cur); !errors.Is(err, qwen35.ErrNotChained) {
-						t.Fatalf("a step followed one of five tokens a sequence: %v", err)
+				var got [3][]int32
+				keep := func(l *qwen35.Launched) {
+					if _, err := l.Wait(); err != nil {
+						t.Fatal(err)
 					}
-					keep(l)
-					for i := range cur {
-						cur[i].Tokens = []int32{prev[i].Next}
-					}
-					l2, err = m.Launch(cache, cur, qwen35.ForwardOptions{})
-				} else {
-					l2, err = m.LaunchNext(cache, l, cur)
-					if err == nil {
-						keep(l)
+					for i, id := range l.Tokens() {
+						got[i] = append(got[i], id)
 					}
 				}
+				growBlocks(sets[0], bs, &next)
+				l, err := m.Launch(cache, sets[0], qwen35.ForwardOptions{})
 				if err != nil {
-					t.Fatalf("step %d: %v", step, err)
+					t.Fatal(err)
 				}
-				l = l2
-			}
-			keep(l)
-			for i := range want {
-				if !slices.Equal(got[i], want[i]) {
-					t.Errorf("sequence %d: %v chained, %v one step at a time", i, got[i], want[i])
+				for step := 1; step < steps; step++ {
+					prev, cur := sets[(step+1)%2], sets[step%2]
+					for i := range cur {
+						cur[i] = prev[i]
+						cur[i].Start = prev[i].Start + len(prev[i].Tokens)
+						cur[i].Tokens = []int32{0} // ignored by LaunchNext
+					}
+					growBlocks(cur, bs, &next)
+					var l2 *qwen35.Launched
+					if step == 1 { // the prompt step has five tokens a sequence: not one to follow
+						if _, err := m.LaunchNext(cache, l, cur); !errors.Is(err, qwen35.ErrNotChained) {
+							t.Fatalf("a step followed one of five tokens a sequence: %v", err)
+						}
+						keep(l)
+						for i := range cur {
+							cur[i].Tokens = []int32{prev[i].Next}
+						}
+						l2, err = m.Launch(cache, cur, qwen35.ForwardOptions{})
+					} else {
+						l2, err = m.LaunchNext(cache, l, cur)
+						if err == nil {
+							keep(l)
+						}
+					}
+					if err != nil {
+						t.Fatalf("step %d: %v", step, err)
+					}
+					l = l2
+				}
+				keep(l)
+				cache.Close()
+				for i := range want {
+					if !slices.Equal(got[i], want[i]) {
+						t.Errorf("round %d, sequence %d: %v chained, %v one step at a time", round, i, got[i], want[i])
+					}
 				}
 			}
 		})

@@ -51,9 +51,9 @@ var (
 // purego.SyscallN: a function bound by purego.RegisterFunc allocates (it
 // calls through reflect) every time.
 var hot struct {
-	ctxSetCurrent, ctxSynchronize, streamSynchronize, graphLaunch   uintptr
-	memcpyDtoH, memcpyHtoDAsync, launchKernel, launchKernelEx       uintptr // launchKernelEx: CUDA 12; 0 before
-	memcpyDtoDAsync, memcpyDtoHAsync, eventRecord, eventSynchronize uintptr
+	ctxSetCurrent, ctxSynchronize, streamSynchronize, graphLaunch uintptr
+	memcpyDtoH, memcpyHtoDAsync, launchKernel, launchKernelEx     uintptr // launchKernelEx: CUDA 12; 0 before
+	memcpyDtoHAsync, eventRecord, eventSynchronize                uintptr
 }
 
 func call(fn uintptr, args ...uintptr) int32 {
@@ -74,10 +74,6 @@ func cuMemcpyDtoH(dst unsafe.Pointer, src, n uintptr) int32 {
 
 func cuMemcpyHtoDAsync(dst uintptr, src unsafe.Pointer, n, stream uintptr) int32 {
 	return call(hot.memcpyHtoDAsync, dst, uintptr(src), n, stream)
-}
-
-func cuMemcpyDtoDAsync(dst, src, n, stream uintptr) int32 {
-	return call(hot.memcpyDtoDAsync, dst, src, n, stream)
 }
 
 func cuMemcpyDtoHAsync(dst unsafe.Pointer, src, n, stream uintptr) int32 {
@@ -211,7 +207,7 @@ func open() (*Context, error) {
 		"cuFuncSetAttribute": &cuFuncSetAttribute, "cuLaunchKernel": &hot.launchKernel,
 		"cuFuncGetAttribute": &cuFuncGetAttribute, "cuOccupancyMaxActiveBlocksPerMultiprocessor": &cuOccupancyMaxActiveBlocks,
 		"cuGetErrorName": &cuGetErrorName, "cuDriverGetVersion": &cuDriverGetVersion,
-		"cuDeviceTotalMem_v2": &cuDeviceTotalMem, "cuMemcpyDtoDAsync_v2": &hot.memcpyDtoDAsync,
+		"cuDeviceTotalMem_v2":  &cuDeviceTotalMem,
 		"cuMemcpyDtoHAsync_v2": &hot.memcpyDtoHAsync, "cuEventCreate": &cuEventCreate,
 		"cuEventRecord": &hot.eventRecord, "cuEventSynchronize": &hot.eventSynchronize,
 	})

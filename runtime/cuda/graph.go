@@ -464,13 +464,13 @@ func (c *Context) replay(enc []byte, stream uintptr) error {
 				return err
 			}
 		case recCopyDev:
-			dst, src, n := uintptr(rd()), uintptr(rd()), uintptr(rd())
-			if err := check("cuMemcpyDtoDAsync", cuMemcpyDtoDAsync(dst, src, n, stream)); err != nil {
+			dst, src, n := rd(), rd(), rd()
+			if err := c.copyWords(stream, dst, src, n); err != nil {
 				return err
 			}
 		case recReadBack:
-			off, src, n := uintptr(rd()), uintptr(rd()), uintptr(rd())
-			if err := check("cuMemcpyDtoHAsync", cuMemcpyDtoHAsync(unsafe.Add(c.stageHost, off), src, n, stream)); err != nil {
+			off, src, n := rd(), rd(), rd()
+			if err := c.copyWords(stream, uint64(uintptr(c.stageHost))+off, src, n); err != nil {
 				return err
 			}
 		case recGemm:
@@ -484,6 +484,24 @@ func (c *Context) replay(enc []byte, stream uintptr) error {
 		}
 	}
 	return nil
+}
+
+// copyWords copies n bytes of int32s from src to dst (device memory, or
+// the page-locked ring, which kernels reach at its host address) with
+// copy_i32 (see kernels.cu for why not a copy node).
+func (c *Context) copyWords(stream uintptr, dst, src, n uint64) error {
+	fn, err := c.function("copy_i32")
+	if err != nil {
+		return err
+	}
+	words := n / 4
+	vals, ptrs := &c.argVals, &c.argPtrs
+	vals[0], vals[1], vals[2] = dst, src, words
+	for i := range 3 {
+		ptrs[i] = unsafe.Pointer(&vals[i])
+	}
+	grid := uint32(min((words+255)/256, 132))
+	return c.launchOn(stream, fn, max(grid, 1), 1, 256, 0, unsafe.Pointer(&ptrs[0]))
 }
 
 // launchConfig is CUlaunchConfig; attrs points at one launchAttr.

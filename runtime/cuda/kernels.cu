@@ -115,6 +115,16 @@ __global__ void add_f32(float* d, i64 sd, const float* a, i64 sa, const float* b
     EACH_COL(i) d[r * sd + i] = a[r * sa + i] + b[r * sb + i];
 }
 
+// copy_i32: d = s, n words. A step's device-to-device and device-to-host
+// copies (Feed, ReadBack) run as this kernel, not as copy nodes: a graph's
+// copy node keeps what it learned of its buffers' allocations, which a
+// later allocation at the same address does not renew; a kernel keeps
+// only the addresses. d may be page-locked host memory (unified addressing).
+__global__ void copy_i32(int* d, const int* s, int n) {
+    DEPEND();
+    for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += gridDim.x * blockDim.x) d[i] = s[i];
+}
+
 // swiglu_f32: d = silu(g) * u, or silu(g) where u is null.
 __global__ void swiglu_f32(float* d, i64 sd, const float* g, i64 sg, const float* u, i64 su, int cols) {
     DEPEND();
