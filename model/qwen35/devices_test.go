@@ -364,8 +364,9 @@ func TestChainedStepsMatch(t *testing.T) {
 			m := loadOn(t, d.be, fx.Dir, qwen35.Options{})
 			want, _ := greedyBatch(t, m, fx, false)
 			// The second round's cache takes the addresses the first freed,
-			// so its steps launch the first's graphs (on an H100 that
-			// crashed in cuGraphLaunch when they held copy nodes).
+			// so its steps launch the first's graphs (the engine suite,
+			// which does that across tests, crashed in cuGraphLaunch on an
+			// H100 while those graphs held copy nodes).
 			for round := range 2 {
 				const bs, steps = 4, 24
 				cache, err := m.NewCache(bs, 3*(steps+40)/bs+3, 3)
