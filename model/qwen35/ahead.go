@@ -153,8 +153,16 @@ func (m *Model) Launch(c *Cache, seqs []Seq, fo ForwardOptions) (*Launched, erro
 	} else {
 		l.out, err = m.forward(c, seqs, fo)
 	}
+	return settle(c, l, err)
+}
+
+// settle finishes launching l, whose step returned err: a step the arena
+// refused fails with that (what the ops refused follows from it), a failed
+// step is waited for, and greedy tokens left in host memory (the CPU's)
+// are kept, since the next step's buffers are the same.
+func settle(c *Cache, l *Launched, err error) (*Launched, error) {
 	if e := c.arena.Err(); e != nil {
-		err = fmt.Errorf("qwen35: step activations: %w", e) // what the ops refused follows from this
+		err = fmt.Errorf("qwen35: step activations: %w", e)
 	}
 	if err != nil {
 		l.waited, l.err = true, err
@@ -163,16 +171,10 @@ func (m *Model) Launch(c *Cache, seqs []Seq, fo ForwardOptions) (*Launched, erro
 		}
 		return nil, err
 	}
-	m.hostTokens(l)
-	return l, nil
-}
-
-// hostTokens keeps the greedy tokens of a step that left them in host
-// memory (the CPU's): the next step's buffers are the same.
-func (m *Model) hostTokens(l *Launched) {
 	if t := l.out.tokens; t != nil && !t.OnDevice() {
 		l.tokens = append(l.tokens[:0], t.I32()...)
 	}
+	return l, nil
 }
 
 // LaunchNext issues the step that follows prev, the last step launched on
@@ -201,15 +203,7 @@ func (m *Model) LaunchNext(c *Cache, prev *Launched, seqs []Seq) (*Launched, err
 		}
 		var err error
 		l.out, err = m.forward(c, l.planned, ForwardOptions{})
-		if e := c.arena.Err(); e != nil {
-			err = fmt.Errorf("qwen35: step activations: %w", e)
-		}
-		if err != nil {
-			l.waited, l.err = true, err
-			return nil, err
-		}
-		m.hostTokens(l)
-		return l, nil
+		return settle(c, l, err)
 	}
 	a := c.ahead
 	c.ahead = nil

@@ -321,10 +321,7 @@ func (c *Context) fail(err error) {
 // since the last Sync.
 func (c *Context) Sync() error {
 	err := c.do(c.syncAll)
-	if e := c.takeErr(); e != nil {
-		err = e
-	}
-	return err
+	return firstErr(c.takeErr(), err)
 }
 
 // takeErr returns and clears the first error recorded since the last.
@@ -542,13 +539,13 @@ func (c *Context) readBack(t *rt.Tensor) (*rt.Tensor, error) {
 	}
 	n := t.ByteLen()
 	var off uintptr
-	if r := c.rec; r != nil && r.ahead {
+	r := c.rec
+	if r != nil && r.ahead {
 		o, err := r.reserve(c, n)
 		if err != nil {
 			return nil, err
 		}
 		off = r.base() + uintptr(o)
-		r.recordReadBack(off, t.DevicePtr(), uintptr(n))
 	} else {
 		c.stageMu.Lock()
 		o, err := c.reserve(n)
@@ -557,13 +554,13 @@ func (c *Context) readBack(t *rt.Tensor) (*rt.Tensor, error) {
 			return nil, err
 		}
 		off = o
-		if r != nil {
-			r.recordReadBack(off, t.DevicePtr(), uintptr(n))
-		} else {
-			c.eager = true
-			if err := check("cuMemcpyDtoHAsync", cuMemcpyDtoHAsync(unsafe.Add(c.stageHost, off), t.DevicePtr(), uintptr(n), 0)); err != nil {
-				return nil, err
-			}
+	}
+	if r != nil {
+		r.recordReadBack(off, t.DevicePtr(), uintptr(n))
+	} else {
+		c.eager = true
+		if err := check("cuMemcpyDtoHAsync", cuMemcpyDtoHAsync(unsafe.Add(c.stageHost, off), t.DevicePtr(), uintptr(n), 0)); err != nil {
+			return nil, err
 		}
 	}
 	return rt.FromBytes(t.DType(), unsafe.Slice((*byte)(unsafe.Add(c.stageHost, off)), n), t.Shape()...)

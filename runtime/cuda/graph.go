@@ -500,8 +500,8 @@ func (c *Context) copyWords(stream uintptr, dst, src, n uint64) error {
 	for i := range 3 {
 		ptrs[i] = unsafe.Pointer(&vals[i])
 	}
-	grid := uint32(min((words+255)/256, 132))
-	return c.launchOn(stream, fn, max(grid, 1), 1, 256, 0, unsafe.Pointer(&ptrs[0]))
+	grid := uint32(max(min((words+255)/256, uint64(c.SMs)), 1))
+	return c.launchOn(stream, fn, grid, 1, 256, 0, unsafe.Pointer(&ptrs[0]))
 }
 
 // launchConfig is CUlaunchConfig; attrs points at one launchAttr.

@@ -202,7 +202,7 @@ int replay(const Graph& g) {
         if (sticky) return sticky;
         switch (n.kind) {
         case Node::kernel: runKernel(n.fn, n.args.data(), n.grid, n.dim, n.shared); break;
-        case Node::copy: memmove(n.dst, n.src, n.bytes); break;
+        case Node::copy: memcpy(n.dst, n.src, n.bytes); break;
         case Node::gemm: {
             uint64_t t0 = profilePath ? nowNs() : 0;
             gemm(n.g);
@@ -362,20 +362,24 @@ API int cuMemcpyHtoD_v2(uintptr_t dst, const void* src, size_t n) {
     memcpy((void*)dst, src, n);
     return OK;
 }
-API int cuMemcpyHtoDAsync_v2(uintptr_t dst, const void* src, size_t n, void* stream) {
-    LOCK;
-    if (sticky) return sticky;
-    if (int e = checkDevice("cuMemcpyHtoDAsync", dst, n)) return e;
+// An asynchronous copy, or a copy node of the graph being captured.
+static int copyAsync(void* dst, const void* src, size_t n, void* stream) {
     if (Graph* g = capturing(stream)) {
         Node c{Node::copy};
-        c.dst = (void*)dst;
+        c.dst = dst;
         c.src = src;
         c.bytes = n;
         g->nodes.push_back(std::move(c));
         return OK;
     }
-    memcpy((void*)dst, src, n);
+    memcpy(dst, src, n);
     return OK;
+}
+API int cuMemcpyHtoDAsync_v2(uintptr_t dst, const void* src, size_t n, void* stream) {
+    LOCK;
+    if (sticky) return sticky;
+    if (int e = checkDevice("cuMemcpyHtoDAsync", dst, n)) return e;
+    return copyAsync((void*)dst, src, n, stream);
 }
 API int cuMemcpyDtoH_v2(void* dst, uintptr_t src, size_t n) {
     LOCK;
@@ -392,31 +396,11 @@ API int cuMemcpyDtoD_v2(uintptr_t dst, uintptr_t src, size_t n) {
     memmove((void*)dst, (void*)src, n);
     return OK;
 }
-// An asynchronous copy, or a copy node of the graph being captured.
-static int copyAsync(void* dst, const void* src, size_t n, void* stream) {
-    if (Graph* g = capturing(stream)) {
-        Node c{Node::copy};
-        c.dst = dst;
-        c.src = src;
-        c.bytes = n;
-        g->nodes.push_back(std::move(c));
-        return OK;
-    }
-    memmove(dst, src, n);
-    return OK;
-}
 API int cuMemcpyDtoHAsync_v2(void* dst, uintptr_t src, size_t n, void* stream) {
     LOCK;
     if (sticky) return sticky;
     if (int e = checkDevice("cuMemcpyDtoHAsync", src, n)) return e;
     return copyAsync(dst, (const void*)src, n, stream);
-}
-API int cuMemcpyDtoDAsync_v2(uintptr_t dst, uintptr_t src, size_t n, void* stream) {
-    LOCK;
-    if (sticky) return sticky;
-    if (int e = checkDevice("cuMemcpyDtoDAsync", dst, n)) return e;
-    if (int e = checkDevice("cuMemcpyDtoDAsync", src, n)) return e;
-    return copyAsync((void*)dst, (const void*)src, n, stream);
 }
 API int cuMemsetD8_v2(uintptr_t dst, unsigned char v, size_t n) {
     LOCK;
