@@ -4,6 +4,7 @@ package cuda
 
 import (
 	"fmt"
+	"log/slog"
 	"os"
 	"runtime"
 	"slices"
@@ -120,7 +121,7 @@ type Context struct {
 	mod       uintptr
 	fns       map[string]uintptr
 	resident  map[uintptr]int              // blocks of a kernel (of 256 threads) resident at once on the GPU
-	bigShared map[uintptr]bool             // kernels allowed more than 48 KiB of shared memory
+	bigShared map[uintptr]int              // kernels allowed more than 48 KiB of shared memory: how much
 	experts   map[*rt.Experts]*expertTable // moe_experts weight tables, uploaded at first use
 	blas      *blas
 	// An eager launch's argument values and the pointers to them that the
@@ -236,7 +237,7 @@ func open() (*Context, error) {
 	if err := check("cuDeviceGet", cuDeviceGet(&dev, 0)); err != nil {
 		return nil, err
 	}
-	c := &Context{fns: map[string]uintptr{}, bigShared: map[uintptr]bool{}, resident: map[uintptr]int{}}
+	c := &Context{fns: map[string]uintptr{}, bigShared: map[uintptr]int{}, resident: map[uintptr]int{}}
 	var name [256]byte
 	cuDeviceGetName(&name[0], int32(len(name)), dev)
 	for i, b := range name {
@@ -256,6 +257,9 @@ func open() (*Context, error) {
 	c.Driver = int(v)
 	cuDeviceTotalMem(&c.TotalMem, dev)
 	c.pdl = c.Major >= 9 && hot.launchKernelEx != 0 && os.Getenv("GOVLLM_CUDA_PDL") != "0"
+	if dropKernels != nil {
+		slog.Warn("GOVLLM_CUDA_DROP is set: kernels are left out and outputs are wrong", "drop", os.Getenv("GOVLLM_CUDA_DROP"))
+	}
 	if err := check("cuDevicePrimaryCtxRetain", cuDevicePrimaryCtxRetain(&c.ctx, dev)); err != nil {
 		return nil, err
 	}
@@ -609,11 +613,11 @@ func (c *Context) launch2(name string, grid, gridY, block, shared int, args ...k
 	if err != nil {
 		return err
 	}
-	if shared > 48<<10 && !c.bigShared[fn] {
+	if shared > 48<<10 && shared > c.bigShared[fn] {
 		cuFuncSetAttribute(fn, funcAttrMaxDynShared, int32(shared))
-		c.bigShared[fn] = true
+		c.bigShared[fn] = shared
 	}
-	if grid == 0 || gridY == 0 {
+	if grid == 0 || gridY == 0 || dropped(name) {
 		return nil
 	}
 	if c.rec != nil {

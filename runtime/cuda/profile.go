@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"os"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 	"unsafe"
@@ -23,6 +24,33 @@ var (
 	profiling      = os.Getenv("GOVLLM_CUDA_PROFILE") == "1"
 	profilingGraph = os.Getenv("GOVLLM_CUDA_PROFILE") == "graphs"
 )
+
+// GOVLLM_CUDA_DROP=kernel,kernel (or =only:kernel,kernel, dropping every
+// other) leaves those kernels out of every step, so that `govllm bench`
+// shows what they cost inside graphs, where the profile above cannot see
+// (each kernel alone is not each kernel behind the one before). Outputs
+// are wrong while it is set, and the backend says so when it opens.
+// Argmax and embedding always run: they make the next step's token ids.
+var dropKernels, dropAllBut = parseDrop(os.Getenv("GOVLLM_CUDA_DROP"))
+
+func parseDrop(v string) (names map[string]bool, allBut bool) {
+	if v == "" {
+		return nil, false
+	}
+	v, allBut = strings.CutPrefix(v, "only:")
+	names = map[string]bool{}
+	for _, n := range strings.Split(v, ",") {
+		names[n] = true
+	}
+	return names, allBut
+}
+
+func dropped(name string) bool {
+	if dropKernels == nil || strings.HasPrefix(name, "argmax") || strings.HasPrefix(name, "embed") {
+		return false
+	}
+	return dropKernels[name] != dropAllBut
+}
 
 // profHoldNs is how long the spin kernel holds the GPU: enough for the
 // host to queue a few hundred launches.
