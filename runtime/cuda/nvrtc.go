@@ -39,6 +39,12 @@ func nvrtcCheck(call string, code int32) error {
 // compileKernels returns kernels.cu compiled for sm_<major><minor>, from the
 // on-disk cache when it holds this source for this architecture and NVRTC.
 func compileKernels(major, minor int) ([]byte, error) {
+	return compile(kernelSource, "kernels.cu", major, minor)
+}
+
+// compile compiles CUDA C src (named name in NVRTC's messages) for
+// sm_<major><minor>, through the on-disk cache.
+func compile(src, name string, major, minor int) ([]byte, error) {
 	lib, err := openLibrary("NVRTC (libnvrtc)", []string{"libnvrtc.so.13", "libnvrtc.so.12", "libnvrtc.so.11.2", "libnvrtc.so"}, toolkitDirs())
 	if err != nil {
 		return nil, fmt.Errorf("cuda: %w", err)
@@ -57,7 +63,7 @@ func compileKernels(major, minor int) ([]byte, error) {
 	nvrtcVersion(&vmaj, &vmin)
 	arch := fmt.Sprintf("sm_%d%d", major, minor)
 	opts := []string{"--gpu-architecture=" + arch, "-default-device", "--std=c++17"}
-	sum := sha256.Sum256([]byte(fmt.Sprintf("%s\x00%s\x00nvrtc %d.%d", kernelSource, strings.Join(opts, " "), vmaj, vmin)))
+	sum := sha256.Sum256([]byte(fmt.Sprintf("%s\x00%s\x00nvrtc %d.%d", src, strings.Join(opts, " "), vmaj, vmin)))
 	cache := ""
 	if dir, err := os.UserCacheDir(); err == nil {
 		cache = filepath.Join(dir, "govllm", "cuda", arch+"-"+hex.EncodeToString(sum[:8])+".cubin")
@@ -65,9 +71,9 @@ func compileKernels(major, minor int) ([]byte, error) {
 			return b, nil
 		}
 	}
-	slog.Info("compiling CUDA kernels", "arch", arch, "nvrtc", fmt.Sprintf("%d.%d", vmaj, vmin), "lib", lib.path)
+	slog.Info("compiling CUDA kernels", "source", name, "arch", arch, "nvrtc", fmt.Sprintf("%d.%d", vmaj, vmin), "lib", lib.path)
 	var prog uintptr
-	if err := nvrtcCheck("nvrtcCreateProgram", nvrtcCreateProgram(&prog, kernelSource, "kernels.cu", 0, nil, nil)); err != nil {
+	if err := nvrtcCheck("nvrtcCreateProgram", nvrtcCreateProgram(&prog, src, name, 0, nil, nil)); err != nil {
 		return nil, err
 	}
 	defer nvrtcDestroyProgram(&prog)
