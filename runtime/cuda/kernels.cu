@@ -837,17 +837,50 @@ __global__ void delta_rule_narrow_qknorm_f32(DELTA_RULE_PARAMS) {
 }
 
 // conv_step: one channel c of a decode step's causal conv with SiLU: the
-// K-1 inputs before x in state [K-1, C], then x; advances the state.
+// K-1 inputs before x in state [K-1, C], then x; advances the state. Up to
+// CONV_REGS - 1 inputs are read into registers before the state is
+// written, so that the reads are in flight together (the writes may alias
+// them, so the compiler would otherwise wait for each read in turn).
+#define CONV_REGS 8
 __device__ __forceinline__ float conv_step(const float* x, float* st, const float* w, int c, int C, int K) {
-    float acc = 0.f;
-    for (int j = 0; j < K - 1; j++) acc += w[(i64)c * K + j] * st[(i64)j * C + c];
-    float xc = x[c];
-    acc += w[(i64)c * K + K - 1] * xc;
-    if (K > 1) {
+    float acc = 0.f, xc = x[c];
+    if (K <= CONV_REGS) {
+        float in[CONV_REGS - 1], wr[CONV_REGS];
+#pragma unroll
+        for (int j = 0; j < CONV_REGS; j++) {
+            if (j < K - 1) in[j] = st[(i64)j * C + c];
+            if (j < K) wr[j] = w[(i64)c * K + j];
+        }
+#pragma unroll
+        for (int j = 0; j < CONV_REGS - 1; j++)
+            if (j < K - 1) acc += wr[j] * in[j];
+        acc += wr[K - 1] * xc;
+#pragma unroll
+        for (int r = 0; r < CONV_REGS - 1; r++)
+            if (r < K - 2) st[(i64)r * C + c] = in[r + 1];
+    } else {
+        for (int j = 0; j < K - 1; j++) acc += w[(i64)c * K + j] * st[(i64)j * C + c];
+        acc += w[(i64)c * K + K - 1] * xc;
         for (int r = 0; r < K - 2; r++) st[(i64)r * C + c] = st[(i64)(r + 1) * C + c];
-        st[(i64)(K - 2) * C + c] = xc;
     }
+    if (K > 1) st[(i64)(K - 2) * C + c] = xc;
     return acc * sigmoidf_(acc);
+}
+
+// dn_head_loads reads what deltanet_step needs of value head h for its
+// thread (lane part of column j): its 32 state values, z and the raw gates.
+// Issued before the conv of q and k, so that they are in flight with it.
+__device__ __forceinline__ void dn_head_loads(float* Sr, float* zz, float* ga, float* gb, const float* S, int dv, int j,
+                                              int part, int M, bool live, const float* zrow, const float* a, const float* b, int h) {
+#pragma unroll
+    for (int m = 0; m < 8; m++)
+        if (m < M) {
+#pragma unroll
+            for (int e = 0; e < 4; e++) Sr[4 * m + e] = live ? S[(i64)(16 * m + 4 * part + e) * dv + j] : 0.f;
+        }
+    *zz = live ? zrow[j] : 0.f;
+    *ga = a[h];
+    *gb = b[h];
 }
 
 // deltanet_step_f32: a decode step of a Gated DeltaNet block (one token a
@@ -860,21 +893,29 @@ __device__ __forceinline__ float conv_step(const float* x, float* st, const floa
 // rounded up to a warp's 8 columns); lane p of column j holds rows 16m +
 // 4p + (0..3) of S[:, j], as delta_rule with 4 lanes does. The head's
 // output is normalised over its dv columns (a block sum) and gated by
-// silu(z). Needs dk % 16 == 0, dk <= 128, dv <= 256.
-__global__ void deltanet_step_f32(float* out, i64 so, i64 so1, const float* qkv, i64 sx, const float* z, i64 sz, i64 sz1,
+// silu(z). The first value head's state, z and gates are read before the
+// conv, so that a step waits for memory about once, not at each stage
+// (their 34 registers need the bound of 512 threads). Needs dk % 16 == 0,
+// dk <= 128, dv <= 256.
+__global__ void __launch_bounds__(512) deltanet_step_f32(float* out, i64 so, i64 so1, const float* qkv, i64 sx, const float* z, i64 sz, i64 sz1,
                                   const float* a, i64 sa, const float* b, i64 sb, const float* convw, float* conv_state,
                                   float* rec_state, const int* slots, int hk, int hv, int dk, int dv, int K, int tiled,
                                   float qkeps, const float* alog, const float* dtb, const float* normw, float normeps) {
     DEPEND();
     __shared__ float4 qs4[32], ks4[32];
     __shared__ float vs[256];
-    __shared__ float gate_e, gate_b;
     float* qs = (float*)qs4;
     float* ks = (float*)ks4;
     int kh = blockIdx.x, y = blockIdx.y, C = 2 * hk * dk + hv * dv, tid = threadIdx.x, nt = blockDim.x;
     i64 slot = slots[y];
     const float* x = qkv + (i64)y * sx;
     float* cs = conv_state + slot * (K - 1) * C;
+    int part = tid & 3, j = tid >> 2, M = dk / 16, ratio = hv / hk;
+    bool live = j < dv;
+    const float *ay = a + (i64)y * sa, *by = b + (i64)y * sb;
+    float Sr[32], zz, ga, gb;
+    int h = tiled ? kh : kh * ratio; // value head r = 0
+    dn_head_loads(Sr, &zz, &ga, &gb, rec_state + (slot * hv + h) * dk * dv, dv, j, part, M, live, z + (i64)y * sz + (i64)h * sz1, ay, by, h);
     for (int i = tid; i < 2 * dk; i += nt) {
         int c = i < dk ? kh * dk + i : (hk + kh) * dk + i - dk;
         float v = conv_step(x, cs, convw, c, C, K);
@@ -894,27 +935,19 @@ __global__ void deltanet_step_f32(float* out, i64 so, i64 so1, const float* qkv,
         qs[i] *= qn;
         ks[i] *= kn;
     }
-    int part = tid & 3, j = tid >> 2, M = dk / 16, ratio = hv / hk;
-    bool live = j < dv;
     for (int r = 0; r < ratio; r++) {
-        int h = tiled ? kh + r * hk : kh * ratio + r;
-        for (int i = tid; i < dv; i += nt) vs[i] = conv_step(x, cs, convw, 2 * hk * dk + h * dv + i, C, K);
-        if (tid == 0) {
-            float gv = a[(i64)y * sa + h], bv = b[(i64)y * sb + h];
-            gdn_gate(&gv, &bv, alog[h], dtb[h]);
-            gate_e = expf(gv);
-            gate_b = bv;
-        }
-        __syncthreads(); // q, k, v and the gates are staged
+        h = tiled ? kh + r * hk : kh * ratio + r;
         float* S = rec_state + (slot * hv + h) * dk * dv;
-        float Sr[32];
+        if (r > 0) dn_head_loads(Sr, &zz, &ga, &gb, S, dv, j, part, M, live, z + (i64)y * sz + (i64)h * sz1, ay, by, h);
+        for (int i = tid; i < dv; i += nt) vs[i] = conv_step(x, cs, convw, 2 * hk * dk + h * dv + i, C, K);
+        gdn_gate(&ga, &gb, alog[h], dtb[h]);
+        float e = expf(ga);
+        __syncthreads(); // q, k and v are staged
         float skj = 0.f, sqj = 0.f, kq = 0.f;
         float4 kr[8];
 #pragma unroll
         for (int m = 0; m < 8; m++)
             if (m < M) {
-#pragma unroll
-                for (int e = 0; e < 4; e++) Sr[4 * m + e] = live ? S[(i64)(16 * m + 4 * part + e) * dv + j] : 0.f;
                 float4 k4 = ks4[4 * m + part], q4 = qs4[4 * m + part];
                 kr[m] = k4;
                 skj += Sr[4 * m] * k4.x + Sr[4 * m + 1] * k4.y + Sr[4 * m + 2] * k4.z + Sr[4 * m + 3] * k4.w;
@@ -927,8 +960,7 @@ __global__ void deltanet_step_f32(float* out, i64 so, i64 so1, const float* qkv,
             sqj += __shfl_xor_sync(0xffffffffu, sqj, o);
             kq += __shfl_xor_sync(0xffffffffu, kq, o);
         }
-        float e = gate_e;
-        float delta = gate_b * ((live ? vs[j] : 0.f) - e * skj);
+        float delta = gb * ((live ? vs[j] : 0.f) - e * skj);
 #pragma unroll
         for (int m = 0; m < 8; m++)
             if (m < M && live) {
@@ -939,11 +971,9 @@ __global__ void deltanet_step_f32(float* out, i64 so, i64 so1, const float* qkv,
             }
         float o = e * sqj + kq * delta;
         float ss = block_sum(live && part == 0 ? o * o : 0.f);
-        if (live && part == 0) {
-            float zz = z[(i64)y * sz + (i64)h * sz1 + j];
+        if (live && part == 0)
             out[(i64)y * so + (i64)h * so1 + j] = o * rsqrtf(ss / dv + normeps) * normw[j] * (zz * sigmoidf_(zz));
-        }
-        __syncthreads(); // vs and the gates are staged again for the next head
+        __syncthreads(); // vs is staged again for the next head
     }
 }
 

@@ -46,7 +46,7 @@ func TestLaunchedKernelsExist(t *testing.T) {
 		t.Fatalf("found only %d kernel names in ops.go", len(names))
 	}
 	for n := range names {
-		if !regexp.MustCompile(`__global__ void ` + n + `\(`).MatchString(kernelSource) {
+		if !regexp.MustCompile(`__global__ void (__launch_bounds__\([0-9, ]+\) )?` + n + `\(`).MatchString(kernelSource) {
 			t.Errorf("ops.go launches %s, which kernels.cu does not define", n)
 		}
 	}

@@ -232,7 +232,8 @@ func gemvSplit(N, K int) int {
 // BenchmarkPersistentGEMVs times a decode step's 97 bf16 GEMVs (1.4 GB)
 // as kernels of a CUDA graph (what decode runs now) and as one persistent
 // kernel with a grid barrier between two, at several grids and prefetch
-// distances; bytes/s is the weights' read rate. GPU only.
+// distances; bytes/s is the weights' read rate. GPU only; measured in
+// docs/cuda.md.
 func BenchmarkPersistentGEMVs(b *testing.B) {
 	be, err := backends.New(rt.CUDA)
 	if err != nil {
