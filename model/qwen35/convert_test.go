@@ -55,14 +55,18 @@ func TestConvertRoundTrip(t *testing.T) {
 	}
 }
 
+// lowBitBounds bounds the mean |Δlogit| against transformers of the h256
+// fixture converted to each low-bit file type.
+var lowBitBounds = map[string]float64{"q4_0": 0.6, "q4_k_m": 0.55, "q5_k_m": 0.35, "q6_k": 0.25,
+	"q2_k": 1.5, "q3_k": 1.0, "iq4_nl": 0.6, "iq4_xs": 0.6, "q4_1": 0.6, "q5_0": 0.35, "q5_1": 0.35}
+
 // TestConvertLowBitTypes writes the k-quant mixes and Q4_0 for the fixture
 // whose rows fill 256-element blocks and measures them; the bounds only
 // catch a broken encoder (a tiny random model is hard on 4 bits).
 func TestConvertLowBitTypes(t *testing.T) {
 	cpuOnly(t)
 	fx := oracle.Load(t, "qwen35-dense-h256-vlayout")
-	for typ, bound := range map[string]float64{"q4_0": 0.6, "q4_k_m": 0.55, "q5_k_m": 0.35, "q6_k": 0.25,
-		"q2_k": 1.5, "q3_k": 1.0, "iq4_nl": 0.6, "iq4_xs": 0.6, "q4_1": 0.6, "q5_0": 0.35, "q5_1": 0.35} {
+	for typ, bound := range lowBitBounds {
 		out := filepath.Join(t.TempDir(), typ+".gguf")
 		if err := qwen35.Convert(fx.Dir, out, typ, nil); err != nil {
 			t.Fatal(err)

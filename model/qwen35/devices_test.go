@@ -3,6 +3,7 @@ package qwen35_test
 import (
 	"errors"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
@@ -127,6 +128,49 @@ func TestGGUFFilesOnGPU(t *testing.T) {
 				}
 				noFurtherThanLlamaCpp(t, filepath.Base(file)+" on cuda", ours, theirs, truth, m.Config.VocabSize)
 			}
+		}
+	}
+}
+
+// TestLowBitGGUFsOnGPU converts the h256 fixture to every low-bit file type
+// and runs each file on the GPU and on the CPU, whole prompts and token by
+// token: the GPU within TestConvertLowBitTypes' bound of transformers, no
+// further from transformers than the CPU is on the same file, and close to
+// the CPU (the CPU rounds x to 8 bits for Q4_K, Q5_K, Q6_K and Q8_0, the
+// GPU keeps it in f32 up to 8 rows: ~0.07 apart on those mixes, ~0.01 on
+// the others).
+func TestLowBitGGUFsOnGPU(t *testing.T) {
+	gpu, cpu := cudaBackend(t), rt.NewBackend(registry(t), rt.CPU)
+	fx := oracle.Load(t, "qwen35-dense-h256-vlayout")
+	types := slices.Sorted(maps.Keys(lowBitBounds))
+	for _, typ := range types {
+		file := filepath.Join(t.TempDir(), typ+".gguf")
+		if err := qwen35.Convert(fx.Dir, file, typ, nil); err != nil {
+			t.Fatal(err)
+		}
+		onGPU, onCPU := loadOn(t, gpu, file, qwen35.Options{}), loadOn(t, cpu, file, qwen35.Options{})
+		var got, ref, want []float32
+		for _, c := range fx.Cases {
+			for _, chunk := range []int{len(c.IDs), 1} {
+				if chunk == 1 && len(c.IDs) > 16 {
+					continue
+				}
+				got = append(got, run(t, onGPU, c.IDs, chunk)...)
+				ref = append(ref, run(t, onCPU, c.IDs, chunk)...)
+				want = append(want, oracle.ReadF32(t, c.Logits)...)
+			}
+		}
+		vocab := onGPU.Config.VocabSize
+		mean, agree := closeness(got, want, vocab)
+		cpuMean, _ := closeness(ref, want, vocab)
+		apart, same := closeness(got, ref, vocab)
+		t.Logf("%s on cuda: mean |Δ| %.3f from transformers (the CPU %.3f; argmax agreement %.3f), %.4f from the CPU (argmax agreement %.3f)",
+			typ, mean, cpuMean, agree, apart, same)
+		if mean > lowBitBounds[typ] || mean > 1.02*cpuMean {
+			t.Errorf("%s on cuda: mean |Δ| %.3f from transformers, the CPU %.3f, the bound %v", typ, mean, cpuMean, lowBitBounds[typ])
+		}
+		if apart > 0.1 || same < 0.8 {
+			t.Errorf("%s on cuda: mean |Δ| %.4f from the CPU on the same file, argmax agreement %.3f", typ, apart, same)
 		}
 	}
 }

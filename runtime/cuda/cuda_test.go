@@ -452,13 +452,14 @@ func TestMatMulAndEmbeddingAgreeWithCPU(t *testing.T) {
 	}
 }
 
-// TestQuantizedMatMulAgreesWithCPU covers the block formats of Q8_0 and
-// Q4_K_M files: the fused GEMV (up to 8 rows), the bf16 dequantisation for
-// cuBLAS (more rows) and the embedding.
+// TestQuantizedMatMulAgreesWithCPU covers every block format the backend
+// takes (those of Q8_0 and Q4_K_M files with kernels of their own, the rest
+// through load8_more): the fused GEMV (up to 8 rows), the bf16
+// dequantisation for cuBLAS (more rows) and the embedding.
 func TestQuantizedMatMulAgreesWithCPU(t *testing.T) {
 	p := newPair(t)
 	const N, K = 300, 1024
-	for _, dt := range []rt.DType{rt.Q8_0, rt.Q4_K, rt.Q6_K} {
+	for _, dt := range []rt.DType{rt.Q8_0, rt.Q4_K, rt.Q6_K, rt.Q5_K, rt.Q4_0, rt.Q4_1, rt.Q5_0, rt.Q5_1, rt.IQ4_NL, rt.IQ4_XS, rt.Q2_K, rt.Q3_K} {
 		wf := p.random(0.05, N, K)
 		raw, err := quant.Quantize(dt, wf.F32()[:wf.Len()])
 		if err != nil {
@@ -502,7 +503,7 @@ func TestQuantizedMatMulAgreesWithCPU(t *testing.T) {
 // does; more rows run the chain itself), and against the CPU.
 func TestMatMulSwiGLUMatchesChain(t *testing.T) {
 	p := newPair(t)
-	for _, dt := range []rt.DType{rt.F32, rt.BF16, rt.F16, rt.Q8_0, rt.Q4_K, rt.Q6_K} {
+	for _, dt := range []rt.DType{rt.F32, rt.BF16, rt.F16, rt.Q8_0, rt.Q4_K, rt.Q6_K, rt.Q5_K, rt.Q4_0, rt.Q5_1, rt.IQ4_XS, rt.Q3_K, rt.Q2_K} {
 		for _, shape := range [][2]int{{301, 512}, {1024, 1024}} { // an odd I leaves a warp one row
 			I, K := shape[0], shape[1]
 			w, err := quant.Tensor(dt, p.random(0.05, 2*I, K).F32()[:2*I*K], 2*I, K)
@@ -554,6 +555,17 @@ func TestCoverageMatrixHasCUDA(t *testing.T) {
 			t.Errorf("%s[%v] is not registered for cuda", op, dt)
 		}
 	}
+	// Every GGML block type the CPU reads, the GPU reads too.
+	for _, dt := range rt.DTypes {
+		if !dt.Quantized() {
+			continue
+		}
+		for _, op := range []rt.OpID{rt.OpMatMul, rt.OpMatMulSwiGLU, rt.OpEmbedding, rt.OpMoEExperts} {
+			if _, ok := reg.Selected(op, rt.CUDA, dt); !ok {
+				t.Errorf("%s[%v] is not registered for cuda", op, dt)
+			}
+		}
+	}
 }
 
 // BenchmarkMatMulBF16 streams a 128 MiB bf16 weight (more than the L2) per
@@ -596,7 +608,8 @@ func BenchmarkMatMulBF16(b *testing.B) {
 
 // TestMoEExpertsAgreeWithCPU runs the routed experts both ways for 16-bit
 // and quantized weights (gate and up Q4_K with down Q6_K, as in Q4_K_M
-// files, and gate and up of different types), at token counts on both
+// files, Q5_K with Q6_K as in Q5_K_M ones, and gate and up of different
+// types), at token counts on both
 // sides of moeGEMVTokens and moeTileTokens (each of the three kernel paths). The CPU rounds x to 8 bits for
 // quantized weights, twice in the chain (x, then the gated product): 3e-2
 // there.
@@ -614,7 +627,8 @@ func TestMoEExpertsAgreeWithCPU(t *testing.T) {
 		gate, up, down rt.DType
 		tol            float64
 	}{{rt.BF16, rt.BF16, rt.BF16, 1e-4}, {rt.F32, rt.F32, rt.F32, 1e-4}, {rt.Q8_0, rt.Q8_0, rt.Q8_0, 3e-2},
-		{rt.Q4_K, rt.Q4_K, rt.Q6_K, 3e-2}, {rt.Q4_K, rt.BF16, rt.Q8_0, 3e-2}} {
+		{rt.Q4_K, rt.Q4_K, rt.Q6_K, 3e-2}, {rt.Q4_K, rt.BF16, rt.Q8_0, 3e-2},
+		{rt.Q5_K, rt.Q5_K, rt.Q6_K, 3e-2}, {rt.IQ4_XS, rt.Q4_0, rt.Q3_K, 3e-2}} {
 		gate, up, down := make([]*rt.Tensor, E), make([]*rt.Tensor, E), make([]*rt.Tensor, E)
 		dgate, dup, ddown := make([]*rt.Tensor, E), make([]*rt.Tensor, E), make([]*rt.Tensor, E)
 		for e := range E {

@@ -575,17 +575,87 @@ __device__ __forceinline__ void unit_q6_k(const u8* row, int u, float* v, int* k
     }
 }
 
+// iq4nl_grid is the non-linear grid of IQ4_NL and IQ4_XS.
+__constant__ signed char iq4nl_grid[16] = {-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113};
+
+// load8_more reads the 8 weights of columns k0..k0+7 (k0 % 8 == 0) of a row
+// in the block types beyond Q8_0, Q4_K and Q6_K: 3 Q5_K, 4 Q4_0, 5 Q4_1,
+// 6 Q5_0, 7 Q5_1, 8 IQ4_NL, 9 IQ4_XS, 13 Q2_K, 14 Q3_K. Byte loads: their
+// blocks are as little as 2-byte aligned. Not inlined: in every kernel
+// that reads weights it made NVRTC's compile of this file twice as long.
+__device__ __noinline__ void load8_more(int type, const u8* row, int k0, float* v) {
+    if (type == 3) { // Q5_K: Q4_K's layout with qh[32] before the nibbles; bit 2j+hi of qh[l] is the fifth bit
+        const u8* b = row + (k0 >> 8) * 176;
+        int c = k0 & 255, j = c >> 6, hi = (c >> 5) & 1, l = c & 31;
+        float sc, m;
+        scale_min_k4(2 * j + hi, b + 4, &sc, &m);
+        float a = ld_f16(b) * sc, mm = ld_f16(b + 2) * m;
+        const u8 *qh = b + 16 + l, *qs = b + 48 + 32 * j + l;
+        for (int i = 0; i < 8; i++) {
+            int q = (hi ? qs[i] >> 4 : qs[i] & 0xF) | (((qh[i] >> (2 * j + hi)) & 1) << 4);
+            v[i] = a * (float)q - mm;
+        }
+    } else if (type >= 4 && type <= 8) { // blocks of 32: f16 d, [f16 min], [u32 fifth bits], 16 bytes of nibbles
+        int bytes = type == 4 || type == 8 ? 18 : type == 5 ? 20 : type == 6 ? 22 : 24;
+        int qoff = type == 4 || type == 8 ? 2 : type == 5 ? 4 : type == 6 ? 6 : 8;
+        const u8* b = row + (k0 >> 5) * bytes;
+        int c = k0 & 31, hi = c >> 4;
+        float d = ld_f16(b), mn = type == 5 || type == 7 ? ld_f16(b + 2) : 0.f;
+        unsigned qh = 0;
+        if (type == 6 || type == 7) {
+            const u8* h = b + (type == 6 ? 2 : 4);
+            qh = (unsigned)h[0] | (unsigned)h[1] << 8 | (unsigned)h[2] << 16 | (unsigned)h[3] << 24;
+        }
+        const u8* q = b + qoff + (c & 15);
+        for (int i = 0; i < 8; i++) {
+            int n = hi ? q[i] >> 4 : q[i] & 0xF;
+            if (type == 6 || type == 7) n |= ((qh >> (c + i)) & 1) << 4;
+            v[i] = type == 4 ? d * (float)(n - 8) : type == 6 ? d * (float)(n - 16) : type == 8 ? d * (float)iq4nl_grid[n] : d * (float)n + mn;
+        }
+    } else if (type == 9) { // IQ4_XS: f16 d, u16 high scale bits, 4 bytes of low ones, 8 sub-blocks of 32 as IQ4_NL
+        const u8* b = row + (k0 >> 8) * 136;
+        int c = k0 & 255, ib = c >> 5, j = c & 31;
+        int ls = ((b[4 + (ib >> 1)] >> (4 * (ib & 1))) & 0xF) | ((((unsigned)b[2] | (unsigned)b[3] << 8) >> (2 * ib)) & 3) << 4;
+        float dl = ld_f16(b) * (float)(ls - 32);
+        const u8* q = b + 8 + 16 * ib + (j & 15);
+        for (int i = 0; i < 8; i++) v[i] = dl * (float)iq4nl_grid[j >= 16 ? q[i] >> 4 : q[i] & 0xF];
+    } else { // 13 Q2_K, 14 Q3_K: 128-column halves n of 4 two-bit planes j over 32 bytes; a scale per 16 columns
+        int c = k0 & 255, n = c >> 7, j = (c & 127) >> 5, r = c & 31, s = c >> 4;
+        if (type == 13) { // scales[16] (scale | min << 4), qs[64], f16 d, f16 dmin
+            const u8* b = row + (k0 >> 8) * 84;
+            u8 sc = b[s];
+            float a = ld_f16(b + 80) * (float)(sc & 0xF), mm = ld_f16(b + 82) * (float)(sc >> 4);
+            for (int i = 0; i < 8; i++) v[i] = a * (float)((b[16 + 32 * n + r + i] >> (2 * j)) & 3) - mm;
+        } else { // hmask[32], qs[64], 12 bytes of 6-bit scales, f16 d; quants L - 4 where the hmask bit is clear
+            const u8* b = row + (k0 >> 8) * 110;
+            const u8* S = b + 96;
+            int g = s >> 2, bi = s & 3;
+            int sc = (((g & 1 ? S[4 + bi] : S[bi]) >> (g & 2 ? 4 : 0)) & 0xF) | ((S[8 + bi] >> (2 * g)) & 3) << 4;
+            float a = ld_f16(b + 108) * (float)(sc - 32);
+            for (int i = 0; i < 8; i++) {
+                int q = (b[32 + 32 * n + r + i] >> (2 * j)) & 3;
+                if (!(b[r + i] & (1 << (4 * n + j)))) q -= 4;
+                v[i] = a * (float)q;
+            }
+        }
+    }
+}
+
 __device__ __forceinline__ void unit_q(int type, const u8* row, int u, float* v, int* k) {
     switch (type) {
     case 0: unit_q8_0(row, u, v, k); break;
     case 1: unit_q4_k(row, u, v, k); break;
-    default: unit_q6_k(row, u, v, k); break;
+    case 2: unit_q6_k(row, u, v, k); break;
+    default: // the other types: unit u is columns 8u..8u+7
+        load8_more(type, row, 8 * u, v);
+        for (int i = 0; i < 8; i++) k[i] = 8 * u + i;
     }
 }
 
 // gemv_q: dst[m][n] = Σ_k x[m][k]·w[n][k] for up to 8 rows of f32 x and a
-// quantized weight (type 0 Q8_0, 1 Q4_K, 2 Q6_K), one warp per weight row
-// of rowBytes bytes, each lane decoding units of 8 weights.
+// quantized weight (type 0 Q8_0, 1 Q4_K, 2 Q6_K, or one of load8_more's),
+// one warp per weight row of rowBytes bytes, each lane decoding units of 8
+// weights.
 __global__ void gemv_q(float* d, i64 sd, const float* x, i64 sx, const u8* w, i64 rowBytes, int M, int N, int K, int type) {
     int n = (blockIdx.x * blockDim.x + threadIdx.x) >> 5, lane = threadIdx.x & 31;
     if (n < N) prefetch_l2((const char*)w + (i64)n * rowBytes, (int)rowBytes, lane);
@@ -1245,13 +1315,18 @@ __global__ void router_topk_f32(int* ids, float* weights, const float* lg, i64 s
 
 // ---- Routed experts (moe_experts). Weights are given per expert as
 // tables of row-0 addresses, each role (gate, up, down) with one type: 0
-// Q8_0, 1 Q4_K, 2 Q6_K, 10 bf16, 11 f16, 12 f32.
+// Q8_0, 1 Q4_K, 2 Q6_K, load8_more's 3-9, 13, 14, 10 bf16, 11 f16, 12 f32.
 
 } // extern "C": the templates below have C++ linkage
 
 // load8_t reads 8 consecutive weights of a row from column k0 (k0 % 8 == 0).
+// TYPE MORE reads load8_more's types, the type given at run time: one
+// instance of the kernels' templates for all of them, not one each
+// (NVRTC's compile of this file took three times as long with one each;
+// now ~1.3 times what it took without them).
+#define MORE 99
 template <int TYPE>
-__device__ __forceinline__ void load8_t(const u8* row, int k0, float* v) {
+__device__ __forceinline__ void load8_t(const u8* row, int k0, float* v, int type = TYPE) {
     if (TYPE == 0) { // 34-byte blocks of 32: f16 scale, 32 int8 (read as 2-byte words: blocks are 2-aligned)
         const u8* b = row + (k0 >> 5) * 34;
         float d = ld_f16(b);
@@ -1287,6 +1362,8 @@ __device__ __forceinline__ void load8_t(const u8* row, int k0, float* v) {
                 v[2 * i + t] = s * (float)(q - 32);
             }
         }
+    } else if (TYPE == MORE) {
+        load8_more(type, row, k0, v);
     } else if (TYPE == 12) {
         const float4* f = (const float4*)(row + 4 * (i64)k0);
         float4 a = f[0], b = f[1];
@@ -1312,7 +1389,8 @@ __device__ __forceinline__ void load8_t(const u8* row, int k0, float* v) {
 // are in flight, and then used for every row of x. out[r·M + j] gets the
 // sums, in every lane.
 template <int TYPE, int R, int M>
-__device__ __forceinline__ void dot_rows_t(const u8* const* rows, const float* const* xs, int m, int K, int lane, float* out) {
+__device__ __forceinline__ void dot_rows_t(const u8* const* rows, const float* const* xs, int m, int K, int lane, float* out,
+                                           int type = TYPE) {
     float acc[R][M];
 #pragma unroll
     for (int r = 0; r < R; r++)
@@ -1321,7 +1399,7 @@ __device__ __forceinline__ void dot_rows_t(const u8* const* rows, const float* c
     for (int k0 = lane * 8; k0 < K; k0 += 256) {
         float v[R][8];
 #pragma unroll
-        for (int r = 0; r < R; r++) load8_t<TYPE>(rows[r], k0, v[r]);
+        for (int r = 0; r < R; r++) load8_t<TYPE>(rows[r], k0, v[r], type);
 #pragma unroll
         for (int j = 0; j < M; j++) {
             if (j >= m) break;
@@ -1344,9 +1422,10 @@ __device__ __forceinline__ void dot_rows(int type, const u8* const* rows, const 
     case 0: dot_rows_t<0, R, M>(rows, xs, m, K, lane, out); break;
     case 1: dot_rows_t<1, R, M>(rows, xs, m, K, lane, out); break;
     case 2: dot_rows_t<2, R, M>(rows, xs, m, K, lane, out); break;
+    case 10: dot_rows_t<10, R, M>(rows, xs, m, K, lane, out); break;
     case 11: dot_rows_t<11, R, M>(rows, xs, m, K, lane, out); break;
     case 12: dot_rows_t<12, R, M>(rows, xs, m, K, lane, out); break;
-    default: dot_rows_t<10, R, M>(rows, xs, m, K, lane, out); break;
+    default: dot_rows_t<MORE, R, M>(rows, xs, m, K, lane, out, type); break; // one instance for load8_more's types
     }
 }
 
@@ -1389,6 +1468,15 @@ __device__ __forceinline__ void load8(int type, const u8* row, int k0, float* v)
     case 0: load8_t<0>(row, k0, v); break;
     case 1: load8_t<1>(row, k0, v); break;
     case 2: load8_t<2>(row, k0, v); break;
+    case 3:
+    case 4:
+    case 5:
+    case 6:
+    case 7:
+    case 8:
+    case 9:
+    case 13:
+    case 14: load8_more(type, row, k0, v); break;
     case 11: load8_t<11>(row, k0, v); break;
     case 12: load8_t<12>(row, k0, v); break;
     default: load8_t<10>(row, k0, v); break;

@@ -372,7 +372,8 @@ func (c *Context) matMul(m []mat, dt rt.DType) error {
 			typ, f16 = cudaR16F, 1
 		}
 		return c.splitGemm(m, typ, f16, m[2].ptr, M, N, K)
-	case rt.Q8_0, rt.Q4_K, rt.Q6_K:
+	}
+	if _, ok := quantTypes[dt]; ok {
 		return matMulQuant(c, m, dt, M, N, K)
 	}
 	return fmt.Errorf("no cuda matmul for %v weights", dt)
@@ -459,8 +460,10 @@ func gemvSplit(N, K int) int32 {
 	return int32(split)
 }
 
-// quantTypes numbers the block formats as kernels.cu's unit_q does.
-var quantTypes = map[rt.DType]int32{rt.Q8_0: 0, rt.Q4_K: 1, rt.Q6_K: 2}
+// quantTypes numbers the block formats as kernels.cu's unit_q and load8
+// do.
+var quantTypes = map[rt.DType]int32{rt.Q8_0: 0, rt.Q4_K: 1, rt.Q6_K: 2, rt.Q5_K: 3, rt.Q4_0: 4, rt.Q4_1: 5,
+	rt.Q5_0: 6, rt.Q5_1: 7, rt.IQ4_NL: 8, rt.IQ4_XS: 9, rt.Q2_K: 13, rt.Q3_K: 14}
 
 // quantGEMVRows is the most rows of x that take the fused dequantising
 // GEMV (the weight read once for all of them); more rows dequantise the
@@ -811,8 +814,15 @@ func argmax(dst, x *rt.Tensor) {
 	})
 }
 
-// expertTypes numbers the expert weight types as kernels.cu's load8 does.
-var expertTypes = map[rt.DType]int32{rt.Q8_0: 0, rt.Q4_K: 1, rt.Q6_K: 2, rt.BF16: 10, rt.F16: 11, rt.F32: 12}
+// expertTypes numbers the expert weight types as kernels.cu's load8 does:
+// the block types, and 16-bit and f32 weights.
+var expertTypes = func() map[rt.DType]int32 {
+	m := map[rt.DType]int32{rt.BF16: 10, rt.F16: 11, rt.F32: 12}
+	for dt, n := range quantTypes {
+		m[dt] = n
+	}
+	return m
+}()
 
 // How the experts run, by the step's tokens: up to moeGEMVTokens, GEMVs
 // per assignment (token, expert), each reading its expert's rows (a

@@ -8,9 +8,10 @@ import rt "github.com/govllm/govllm/runtime"
 // linux/amd64 build; whether a GPU and the libraries are there is decided
 // at run time by Available.
 //
-// Quantized weights: Q8_0, Q4_K and Q6_K (the types of Q8_0 and Q4_K_M
-// files); other GGML types are not registered, and the model's coverage
-// check names them when a path needs them.
+// Quantized weights: every block type of quantTypes (Q8_0, Q4_K and Q6_K
+// with kernels of their own, the other types through load8_more's byte
+// loads); a type not there is not registered, and the model's coverage
+// check names it when a path needs it.
 // delta_rule_chunked runs the recurrent kernel token by token (exact, not
 // yet the chunked parallel form).
 func Register(reg *rt.Registry) error {
@@ -22,18 +23,9 @@ func Register(reg *rt.Registry) error {
 		rt.Register(reg, rt.MatMul, rt.CUDA, rt.F32, Provider, matMul),
 		rt.Register(reg, rt.MatMul, rt.CUDA, rt.BF16, Provider, matMul),
 		rt.Register(reg, rt.MatMul, rt.CUDA, rt.F16, Provider, matMul),
-		rt.Register(reg, rt.MatMul, rt.CUDA, rt.Q8_0, Provider, matMul),
-		rt.Register(reg, rt.MatMul, rt.CUDA, rt.Q4_K, Provider, matMul),
-		rt.Register(reg, rt.MatMul, rt.CUDA, rt.Q6_K, Provider, matMul),
 		rt.Register(reg, rt.MatMulSwiGLU, rt.CUDA, rt.F32, Provider, matMulSwiGLU),
 		rt.Register(reg, rt.MatMulSwiGLU, rt.CUDA, rt.BF16, Provider, matMulSwiGLU),
 		rt.Register(reg, rt.MatMulSwiGLU, rt.CUDA, rt.F16, Provider, matMulSwiGLU),
-		rt.Register(reg, rt.MatMulSwiGLU, rt.CUDA, rt.Q8_0, Provider, matMulSwiGLU),
-		rt.Register(reg, rt.MatMulSwiGLU, rt.CUDA, rt.Q4_K, Provider, matMulSwiGLU),
-		rt.Register(reg, rt.MatMulSwiGLU, rt.CUDA, rt.Q6_K, Provider, matMulSwiGLU),
-		rt.Register(reg, rt.Embedding, rt.CUDA, rt.Q8_0, Provider, embedding),
-		rt.Register(reg, rt.Embedding, rt.CUDA, rt.Q4_K, Provider, embedding),
-		rt.Register(reg, rt.Embedding, rt.CUDA, rt.Q6_K, Provider, embedding),
 		rt.Register(reg, rt.Add, rt.CUDA, f32, Provider, add),
 		rt.Register(reg, rt.RMSNorm, rt.CUDA, f32, Provider, rmsNorm),
 		rt.Register(reg, rt.RMSNormOffset, rt.CUDA, f32, Provider, rmsNormOffset),
@@ -57,6 +49,11 @@ func Register(reg *rt.Registry) error {
 		rt.Register(reg, rt.DeltaNetStep, rt.CUDA, f32, Provider, deltaNetStep),
 		rt.Register(reg, rt.GatherRows, rt.CUDA, f32, Provider, gatherRows),
 		rt.Register(reg, rt.Argmax, rt.CUDA, f32, Provider, argmax),
+	}
+	for dt := range quantTypes {
+		regs = append(regs, rt.Register(reg, rt.MatMul, rt.CUDA, dt, Provider, matMul),
+			rt.Register(reg, rt.MatMulSwiGLU, rt.CUDA, dt, Provider, matMulSwiGLU),
+			rt.Register(reg, rt.Embedding, rt.CUDA, dt, Provider, embedding))
 	}
 	for dt := range expertTypes {
 		regs = append(regs, rt.Register(reg, rt.MoEExperts, rt.CUDA, dt, Provider, moeExperts))

@@ -16,7 +16,9 @@
 #define __global__
 #endif
 #define __device__
+#define __constant__
 #define __forceinline__ inline
+#define __noinline__
 #define __launch_bounds__(...)
 #define __shared__ thread_local
 
