@@ -25,6 +25,9 @@ func KernelOccupancy(name string) (regs, resident int) {
 	return int(v), resident
 }
 
+// GEMVSplit is gemv_16's split of K over warps for an N×K weight.
+func GEMVSplit(N, K int) int { return int(gemvSplit(N, K)) }
+
 // Extra is a module compiled from CUDA C that is not kernels.cu, for
 // benchmarks of kernels the backend does not have (yet).
 type Extra struct {
@@ -53,8 +56,8 @@ func LoadExtra(src string) (*Extra, error) {
 // arguments 8 bytes each.
 func (e *Extra) Launch(name string, grid, block, shared int, args ...uint64) error {
 	return e.c.do(func() error {
-		var fn uintptr
-		if err := check("cuModuleGetFunction "+name, cuModuleGetFunction(&fn, e.mod, name)); err != nil {
+		fn, err := e.function(name)
+		if err != nil {
 			return err
 		}
 		if shared > 48<<10 {
@@ -76,11 +79,17 @@ func (e *Extra) SMs() int { return e.c.SMs }
 func (e *Extra) Resident(name string, block int) int {
 	var n int32
 	e.c.do(func() error {
-		var fn uintptr
-		if err := check("cuModuleGetFunction "+name, cuModuleGetFunction(&fn, e.mod, name)); err != nil {
+		fn, err := e.function(name)
+		if err != nil {
 			return err
 		}
 		return check("cuOccupancyMaxActiveBlocksPerMultiprocessor", cuOccupancyMaxActiveBlocks(&n, fn, int32(block), 0))
 	})
 	return int(n)
+}
+
+// function looks kernel name up in the module (on the context's thread).
+func (e *Extra) function(name string) (uintptr, error) {
+	var fn uintptr
+	return fn, check("cuModuleGetFunction "+name, cuModuleGetFunction(&fn, e.mod, name))
 }

@@ -1468,18 +1468,10 @@ __device__ __forceinline__ void load8(int type, const u8* row, int k0, float* v)
     case 0: load8_t<0>(row, k0, v); break;
     case 1: load8_t<1>(row, k0, v); break;
     case 2: load8_t<2>(row, k0, v); break;
-    case 3:
-    case 4:
-    case 5:
-    case 6:
-    case 7:
-    case 8:
-    case 9:
-    case 13:
-    case 14: load8_more(type, row, k0, v); break;
+    case 10: load8_t<10>(row, k0, v); break;
     case 11: load8_t<11>(row, k0, v); break;
     case 12: load8_t<12>(row, k0, v); break;
-    default: load8_t<10>(row, k0, v); break;
+    default: load8_more(type, row, k0, v); break;
     }
 }
 

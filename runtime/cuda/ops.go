@@ -4,6 +4,7 @@ package cuda
 
 import (
 	"fmt"
+	"maps"
 	"slices"
 	"unsafe"
 
@@ -817,10 +818,8 @@ func argmax(dst, x *rt.Tensor) {
 // expertTypes numbers the expert weight types as kernels.cu's load8 does:
 // the block types, and 16-bit and f32 weights.
 var expertTypes = func() map[rt.DType]int32 {
-	m := map[rt.DType]int32{rt.BF16: 10, rt.F16: 11, rt.F32: 12}
-	for dt, n := range quantTypes {
-		m[dt] = n
-	}
+	m := maps.Clone(quantTypes)
+	m[rt.BF16], m[rt.F16], m[rt.F32] = 10, 11, 12
 	return m
 }()
 

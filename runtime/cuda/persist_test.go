@@ -11,12 +11,15 @@ import (
 	"github.com/govllm/govllm/runtime/cuda"
 )
 
-// persistentChain is a kernel the backend does not have: one launch that
+// persistentChain holds kernels the backend does not have: one launch that
 // runs a list of bf16 GEMVs, the grid meeting at a barrier between two
-// (all its blocks resident at once), each block asking L2 for its share of
-// the weight `ahead` GEMVs on before it computes its share of this one.
-// BenchmarkPersistentGEMVs sets it against the same GEMVs as kernels of a
-// graph, to measure what a persistent decode kernel would gain.
+// (all its blocks resident at once). chain has each block ask L2 for its
+// share of the weight `ahead` GEMVs on before it computes its share of
+// this one; chain_pre4 and chain_pre2 (4 and 2 blocks an SM) have each
+// thread load, before the barrier, its weights of the next GEMV's first
+// two loop iterations into registers, so that they are in flight while the
+// grid meets. BenchmarkPersistentGEMVs sets them against the same GEMVs as
+// kernels of a graph, to measure what a persistent decode kernel would gain.
 const persistentChain = `
 typedef unsigned short u16;
 typedef long long i64;
@@ -58,7 +61,72 @@ __device__ __forceinline__ void grid_sync(unsigned* bar, unsigned goal) {
     __syncthreads();
 }
 
-extern "C" __global__ void __launch_bounds__(256, 4) chain(const Op* ops, int n, unsigned* bar, int ahead, i64 cap) {
+// Share is what a warp of block blk takes of GEMV o: rows n0.. (live of
+// them) and units u0..u1 of K/8.
+struct Share { int n0, u0, u1, live; };
+__device__ __forceinline__ Share share_of(const Op& o, int blk, int warp) {
+    int split = o.split, units = o.K / 8, per = (units + split - 1) / split;
+    Share s;
+    s.n0 = (blk * (8 / split) + warp / split) * 4;
+    s.u0 = (warp % split) * per;
+    s.u1 = s.n0 < o.N ? min(units, s.u0 + per) : s.u0;
+    s.live = min(4, o.N - s.n0);
+    return s;
+}
+__device__ __forceinline__ int blocks_of(const Op& o) { return (((o.N + 3) / 4) * o.split + 7) / 8; }
+
+// gemv_blocks computes the block's blocks of GEMV o, 4 rows a warp; the
+// first of them starts from pq, its first two iterations' weights, where
+// pre is set.
+__device__ __forceinline__ void gemv_blocks(const Op& o, float (*part)[4], const uint4 (*pq)[4], bool pre) {
+    int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, nblocks = blocks_of(o);
+    for (int blk = blockIdx.x; blk < nblocks; blk += gridDim.x) {
+        Share s = share_of(o, blk, warp);
+        float acc[4] = {0.f, 0.f, 0.f, 0.f};
+        int k = s.u0 + lane;
+        if (pre && blk == blockIdx.x) {
+#pragma unroll
+            for (int j = 0; j < 2; j++)
+                if (k + 32 * j < s.u1) {
+                    const float4* xr = (const float4*)(o.x + (i64)(k + 32 * j) * 8);
+                    float4 a = xr[0], b = xr[1];
+#pragma unroll
+                    for (int r = 0; r < 4; r++)
+                        if (r < s.live) acc[r] += dot8(pq[j][r], a, b);
+                }
+            k += 64;
+        }
+#pragma unroll 2
+        for (; k < s.u1; k += 32) {
+            const float4* xr = (const float4*)(o.x + (i64)k * 8);
+            float4 a = xr[0], b = xr[1];
+            uint4 q[4];
+#pragma unroll
+            for (int r = 0; r < 4; r++)
+                if (r < s.live) q[r] = ld_stream((const uint4*)(o.w + (i64)(s.n0 + r) * o.K) + k);
+#pragma unroll
+            for (int r = 0; r < 4; r++)
+                if (r < s.live) acc[r] += dot8(q[r], a, b);
+        }
+#pragma unroll
+        for (int r = 0; r < 4; r++) {
+            float v = warp_sum(acc[r]);
+            if (lane == 0) part[warp][r] = v;
+        }
+        __syncthreads();
+        if (warp % o.split == 0 && lane < s.live) {
+            float sum = 0.f;
+            for (int j = 0; j < o.split; j++) sum += part[warp + j][lane];
+            o.d[s.n0 + lane] = sum;
+        }
+        __syncthreads();
+    }
+}
+
+// chain_t runs the list; PRE loads the next GEMV's first weights before
+// each barrier, ahead > 0 prefetches into L2 instead (up to cap bytes a GEMV).
+template <bool PRE>
+__device__ __forceinline__ void chain_t(const Op* ops, int n, unsigned* bar, int ahead, i64 cap) {
     __shared__ float part[8][4];
     __shared__ unsigned base;
     if (threadIdx.x == 0) {
@@ -67,146 +135,33 @@ extern "C" __global__ void __launch_bounds__(256, 4) chain(const Op* ops, int n,
     }
     __syncthreads();
     unsigned b0 = base;
-    const int rows = 4;
     int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
-    if (ahead > 0)
-        for (int a = 0; a < ahead && a < n; a++) prefetch_share((const char*)ops[a].w, min(cap, 2 * (i64)ops[a].N * ops[a].K));
+    uint4 pq[2][4];
+    bool pre = false;
+    for (int a = 0; a < ahead && a < n; a++) prefetch_share((const char*)ops[a].w, min(cap, 2 * (i64)ops[a].N * ops[a].K));
     for (int i = 0; i < n; i++) {
-        Op o = ops[i];
         if (ahead > 0 && i + ahead < n) {
             const Op& q = ops[i + ahead];
             prefetch_share((const char*)q.w, min(cap, 2 * (i64)q.N * q.K));
         }
-        int split = o.split, piece = warp % split, N = o.N, K = o.K;
-        int units = K / 8, per = (units + split - 1) / split;
-        int nblocks = (((N + rows - 1) / rows) * split + 7) / 8;
-        for (int blk = blockIdx.x; blk < nblocks; blk += gridDim.x) {
-            int n0 = (blk * (8 / split) + warp / split) * rows;
-            int u0 = piece * per, u1 = min(units, u0 + per);
-            if (n0 >= N) u1 = u0;
-            int live = min(rows, N - n0);
-            float acc[4] = {0.f, 0.f, 0.f, 0.f};
-#pragma unroll 2
-            for (int k = u0 + lane; k < u1; k += 32) {
-                const float4* xr = (const float4*)(o.x + (i64)k * 8);
-                float4 a = xr[0], b = xr[1];
-                uint4 q[4];
-#pragma unroll
-                for (int r = 0; r < 4; r++)
-                    if (r < live) q[r] = ld_stream((const uint4*)(o.w + (i64)(n0 + r) * K) + k);
-#pragma unroll
-                for (int r = 0; r < 4; r++)
-                    if (r < live) acc[r] += dot8(q[r], a, b);
-            }
-#pragma unroll
-            for (int r = 0; r < 4; r++) {
-                float v = warp_sum(acc[r]);
-                if (lane == 0) part[warp][r] = v;
-            }
-            __syncthreads();
-            if (piece == 0 && lane < live) {
-                float s = 0.f;
-                for (int j = 0; j < split; j++) s += part[warp + j][lane];
-                o.d[n0 + lane] = s;
-            }
-            __syncthreads();
-        }
-        grid_sync(bar, b0 + gridDim.x * (unsigned)(i + 1));
-    }
-}
-
-// chain_pre: chain without prefetch, but before each barrier a thread
-// loads into registers its weights of the next GEMV's first two loop
-// iterations (its first block of rows), so that they are in flight while
-// the grid meets; after the barrier it needs only x to use them.
-template <int MINB>
-__device__ __forceinline__ void chain_pre_t(const Op* ops, int n, unsigned* bar) {
-    __shared__ float part[8][4];
-    __shared__ unsigned base;
-    if (threadIdx.x == 0) {
-        unsigned v = *(volatile unsigned*)bar;
-        base = v - v % (gridDim.x * (unsigned)n);
-    }
-    __syncthreads();
-    unsigned b0 = base;
-    const int rows = 4;
-    int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
-    uint4 pq[2][4];
-    bool pre = false;
-    for (int i = 0; i < n; i++) {
-        Op o = ops[i];
-        int split = o.split, piece = warp % split, N = o.N, K = o.K;
-        int units = K / 8, per = (units + split - 1) / split;
-        int nblocks = (((N + rows - 1) / rows) * split + 7) / 8;
-        for (int blk = blockIdx.x; blk < nblocks; blk += gridDim.x) {
-            int n0 = (blk * (8 / split) + warp / split) * rows;
-            int u0 = piece * per, u1 = min(units, u0 + per);
-            if (n0 >= N) u1 = u0;
-            int live = min(rows, N - n0);
-            float acc[4] = {0.f, 0.f, 0.f, 0.f};
-            int k = u0 + lane;
-            if (pre && blk == blockIdx.x) {
-#pragma unroll
-                for (int j = 0; j < 2; j++) {
-                    if (k + 32 * j < u1) {
-                        const float4* xr = (const float4*)(o.x + (i64)(k + 32 * j) * 8);
-                        float4 a = xr[0], b = xr[1];
-#pragma unroll
-                        for (int r = 0; r < 4; r++)
-                            if (r < live) acc[r] += dot8(pq[j][r], a, b);
-                    }
-                }
-                k += 64;
-            }
-#pragma unroll 2
-            for (; k < u1; k += 32) {
-                const float4* xr = (const float4*)(o.x + (i64)k * 8);
-                float4 a = xr[0], b = xr[1];
-                uint4 q[4];
-#pragma unroll
-                for (int r = 0; r < 4; r++)
-                    if (r < live) q[r] = ld_stream((const uint4*)(o.w + (i64)(n0 + r) * K) + k);
-#pragma unroll
-                for (int r = 0; r < 4; r++)
-                    if (r < live) acc[r] += dot8(q[r], a, b);
-            }
-#pragma unroll
-            for (int r = 0; r < 4; r++) {
-                float v = warp_sum(acc[r]);
-                if (lane == 0) part[warp][r] = v;
-            }
-            __syncthreads();
-            if (piece == 0 && lane < live) {
-                float s = 0.f;
-                for (int j = 0; j < split; j++) s += part[warp + j][lane];
-                o.d[n0 + lane] = s;
-            }
-            __syncthreads();
-        }
+        gemv_blocks(ops[i], part, pq, pre);
         pre = false;
-        if (i + 1 < n) {
+        if (PRE && i + 1 < n && blockIdx.x < blocks_of(ops[i + 1])) {
             Op q = ops[i + 1];
-            int split = q.split, piece = warp % split, N = q.N, K = q.K;
-            int units = K / 8, per = (units + split - 1) / split;
-            int nblocks = (((N + rows - 1) / rows) * split + 7) / 8;
-            if (blockIdx.x < nblocks) {
-                int n0 = (blockIdx.x * (8 / split) + warp / split) * rows;
-                int u0 = piece * per, u1 = min(units, u0 + per);
-                if (n0 >= N) u1 = u0;
-                int live = min(rows, N - n0);
+            Share s = share_of(q, blockIdx.x, warp);
 #pragma unroll
-                for (int j = 0; j < 2; j++)
+            for (int j = 0; j < 2; j++)
 #pragma unroll
-                    for (int r = 0; r < 4; r++)
-                        if (r < live && u0 + lane + 32 * j < u1) pq[j][r] = ld_stream((const uint4*)(q.w + (i64)(n0 + r) * K) + u0 + lane + 32 * j);
-                pre = true;
-            }
+                for (int r = 0; r < 4; r++)
+                    if (r < s.live && s.u0 + lane + 32 * j < s.u1) pq[j][r] = ld_stream((const uint4*)(q.w + (i64)(s.n0 + r) * q.K) + s.u0 + lane + 32 * j);
+            pre = true;
         }
         grid_sync(bar, b0 + gridDim.x * (unsigned)(i + 1));
     }
 }
-extern "C" __global__ void __launch_bounds__(256, 4) chain_pre4(const Op* ops, int n, unsigned* bar) { chain_pre_t<4>(ops, n, bar); }
-extern "C" __global__ void __launch_bounds__(256, 2) chain_pre2(const Op* ops, int n, unsigned* bar) { chain_pre_t<2>(ops, n, bar); }
+extern "C" __global__ void __launch_bounds__(256, 4) chain(const Op* ops, int n, unsigned* bar, int ahead, i64 cap) { chain_t<false>(ops, n, bar, ahead, cap); }
+extern "C" __global__ void __launch_bounds__(256, 4) chain_pre4(const Op* ops, int n, unsigned* bar) { chain_t<true>(ops, n, bar, 0, 0); }
+extern "C" __global__ void __launch_bounds__(256, 2) chain_pre2(const Op* ops, int n, unsigned* bar) { chain_t<true>(ops, n, bar, 0, 0); }
 `
 
 // decodeGEMVShapes are the bf16 GEMVs of a Qwen3.5-0.8B decode step, in
@@ -218,15 +173,6 @@ func decodeGEMVShapes() [][2]int {
 		s = append(s, [2]int{8224, 1024}, [2]int{1024, 2048}, [2]int{7168, 1024}, [2]int{1024, 3584})
 	}
 	return append(s, [2]int{248320, 1024})
-}
-
-// gemvSplit is ops.go's split of K over warps.
-func gemvSplit(N, K int) int {
-	split := 2
-	for split < 8 && N/4*split < 2048 && K/8/(2*split) >= 32 {
-		split *= 2
-	}
-	return split
 }
 
 // BenchmarkPersistentGEMVs times a decode step's 97 bf16 GEMVs (1.4 GB)
@@ -294,7 +240,7 @@ func BenchmarkPersistentGEMVs(b *testing.B) {
 		put(0, uint64(out.DevicePtr()))
 		put(2, uint64(x.DevicePtr()))
 		put(4, uint64(ws[i].DevicePtr()))
-		row[6], row[7], row[8] = int32(s[0]), int32(s[1]), int32(gemvSplit(s[0], s[1]))
+		row[6], row[7], row[8] = int32(s[0]), int32(s[1]), int32(cuda.GEMVSplit(s[0], s[1]))
 	}
 	dops, err := ctx.Upload(ops)
 	if err != nil {
