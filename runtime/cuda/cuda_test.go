@@ -678,7 +678,8 @@ func TestOracleModelsCoveredOnCUDA(t *testing.T) {
 	}
 }
 
-// BenchmarkDecodeGEMVs times the bf16 GEMVs of a Qwen3.5-0.8B decode step
+// BenchmarkDecodeGEMVs times the GEMVs of a Qwen3.5-0.8B decode step (bf16,
+// and the Q4_K, Q6_K and Q8_0 weights of its GGUF files)
 // in CUDA graphs of 32 calls a shape (launch gaps included, as in a step);
 // bytes/s is the weight's read rate.
 func BenchmarkDecodeGEMVs(b *testing.B) {
@@ -690,12 +691,20 @@ func BenchmarkDecodeGEMVs(b *testing.B) {
 	step := mem.(rt.Stepper)
 	regs, resident := cuda.KernelOccupancy("gemv_16")
 	b.Logf("gemv_16: %d registers a thread, %d blocks resident", regs, resident)
-	for _, s := range []struct{ n, k int }{{8224, 1024}, {7168, 1024}, {1024, 2048}, {1024, 3584}, {248320, 1024}} {
-		b.Run(fmt.Sprintf("%dx%d", s.n, s.k), func(b *testing.B) {
+	for _, s := range []struct {
+		dt   rt.DType
+		n, k int
+	}{{rt.BF16, 8224, 1024}, {rt.BF16, 7168, 1024}, {rt.BF16, 1024, 2048}, {rt.BF16, 1024, 3584}, {rt.BF16, 248320, 1024},
+		{rt.Q4_K, 8224, 1024}, {rt.Q6_K, 1024, 3584}, {rt.Q8_0, 8224, 1024}, {rt.Q6_K, 248320, 1024}} {
+		name := fmt.Sprintf("%dx%d", s.n, s.k)
+		if s.dt != rt.BF16 {
+			name = fmt.Sprintf("%v/%s", s.dt, name)
+		}
+		b.Run(name, func(b *testing.B) {
 			const calls = 32
 			var ws []*rt.Tensor
 			for range calls { // distinct weights: none stays in the L2
-				w, err := mem.Alloc(rt.BF16, s.n, s.k)
+				w, err := mem.Alloc(s.dt, s.n, s.k)
 				if err != nil {
 					b.Skip(err)
 				}
@@ -711,7 +720,7 @@ func BenchmarkDecodeGEMVs(b *testing.B) {
 					mem.Free(t)
 				}
 			}()
-			b.SetBytes(int64(2 * s.n * s.k * len(ws)))
+			b.SetBytes(int64(s.dt.ByteLen(s.n*s.k) * len(ws)))
 			run := func() error {
 				for _, w := range ws {
 					if err := be.MatMul(out, x, w); err != nil {

@@ -93,3 +93,9 @@ func (e *Extra) function(name string) (uintptr, error) {
 	var fn uintptr
 	return fn, check("cuModuleGetFunction "+name, cuModuleGetFunction(&fn, e.mod, name))
 }
+
+// CompileSource compiles CUDA C src with NVRTC for sm_<major><minor>,
+// without a GPU.
+func CompileSource(src string, major, minor int) ([]byte, error) {
+	return compile(src, "extra.cu", major, minor)
+}

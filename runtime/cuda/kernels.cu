@@ -1319,6 +1319,27 @@ __global__ void router_topk_f32(int* ids, float* weights, const float* lg, i64 s
 
 } // extern "C": the templates below have C++ linkage
 
+// byte_f is the low byte of u, as a float, less bias - 2^23: the byte put in
+// the mantissa of 2^23, which is exact, and a subtraction, instead of an
+// integer conversion (a quarter the rate of float arithmetic on the SM).
+__device__ __forceinline__ float byte_f(unsigned u, float bias) { return __uint_as_float(0x4B000000u | (u & 0xFFu)) - bias; }
+
+// ld8_a2 loads the 8 bytes at p, which is 2-byte aligned (as GGML blocks
+// are), as the aligned 8-byte words holding them, shifted: two loads, not
+// four. It reads no byte outside those words, none past p + 7's.
+__device__ __forceinline__ uint2 ld8_a2(const u8* p) {
+    unsigned o = (unsigned)(unsigned long long)p & 7u;
+    const uint2* a = (const uint2*)(p - o);
+    uint2 lo = a[0];
+    if (o == 0) return lo;
+    uint2 hi = a[1];
+    unsigned s = 8 * (o & 3), w0 = o < 4 ? lo.x : lo.y, w1 = o < 4 ? lo.y : hi.x, w2 = o < 4 ? hi.x : hi.y;
+    uint2 r;
+    r.x = s ? (w0 >> s) | (w1 << (32 - s)) : w0;
+    r.y = s ? (w1 >> s) | (w2 << (32 - s)) : w1;
+    return r;
+}
+
 // load8_t reads 8 consecutive weights of a row from column k0 (k0 % 8 == 0).
 // TYPE MORE reads load8_more's types, the type given at run time: one
 // instance of the kernels' templates for all of them, not one each
@@ -1327,15 +1348,12 @@ __global__ void router_topk_f32(int* ids, float* weights, const float* lg, i64 s
 #define MORE 99
 template <int TYPE>
 __device__ __forceinline__ void load8_t(const u8* row, int k0, float* v, int type = TYPE) {
-    if (TYPE == 0) { // 34-byte blocks of 32: f16 scale, 32 int8 (read as 2-byte words: blocks are 2-aligned)
+    if (TYPE == 0) { // 34-byte blocks of 32: f16 scale, 32 int8 (flipped by 128 into the bytes byte_f reads)
         const u8* b = row + (k0 >> 5) * 34;
         float d = ld_f16(b);
-        const u16* q = (const u16*)(b + 2 + (k0 & 31));
-        for (int i = 0; i < 4; i++) {
-            unsigned w = q[i];
-            v[2 * i] = d * (float)(signed char)(w & 0xFF);
-            v[2 * i + 1] = d * (float)(signed char)(w >> 8);
-        }
+        uint2 q = ld8_a2(b + 2 + (k0 & 31));
+        unsigned w[2] = {q.x ^ 0x80808080u, q.y ^ 0x80808080u};
+        for (int i = 0; i < 8; i++) v[i] = d * byte_f(w[i >> 2] >> (8 * (i & 3)), 8388608.f + 128.f);
     } else if (TYPE == 1) { // Q4_K: column c of 64j..64j+31 is byte 32j + c%32's low nibble, of 64j+32.. its high
         const u8* b = row + (k0 >> 8) * 144;
         int c = k0 & 255, j = c >> 6, hi = (c >> 5) & 1;
@@ -1343,25 +1361,17 @@ __device__ __forceinline__ void load8_t(const u8* row, int k0, float* v, int typ
         scale_min_k4(2 * j + hi, b + 4, &sc, &m);
         float a = ld_f16(b) * sc, mm = ld_f16(b + 2) * m;
         uint2 q2 = *(const uint2*)(b + 16 + 32 * j + (c & 31));
-        unsigned q[2] = {q2.x, q2.y};
-        for (int i = 0; i < 8; i++) {
-            unsigned byte = (q[i >> 2] >> (8 * (i & 3))) & 0xFF;
-            v[i] = a * (float)(hi ? byte >> 4 : byte & 0xF) - mm;
-        }
+        unsigned q[2] = {(hi ? q2.x >> 4 : q2.x) & 0x0F0F0F0Fu, (hi ? q2.y >> 4 : q2.y) & 0x0F0F0F0Fu};
+        for (int i = 0; i < 8; i++) v[i] = a * byte_f(q[i >> 2] >> (8 * (i & 3)), 8388608.f) - mm;
     } else if (TYPE == 2) { // Q6_K: quarter qd of half h: ql low/high nibbles (+32 for odd qd), qh bits 2qd..2qd+1
         const u8* b = row + (k0 >> 8) * 210;
         int c = k0 & 255, h = c >> 7, qd = (c >> 5) & 3, l = c & 31;
         float s = ld_f16(b + 208) * (float)((const signed char*)(b + 192))[8 * h + (l >> 4) + 2 * qd];
-        const u16* ql = (const u16*)(b + 64 * h + 32 * (qd & 1) + l); // 2-byte words: blocks are 2-aligned
-        const u16* qh = (const u16*)(b + 128 + 32 * h + l);
-        for (int i = 0; i < 4; i++) {
-            unsigned lw = ql[i], hw = qh[i];
-            for (int t = 0; t < 2; t++) {
-                unsigned lb = (lw >> (8 * t)) & 0xFF, hb = (hw >> (8 * t)) & 0xFF;
-                int q = (int)((qd >= 2 ? lb >> 4 : lb & 0xF) | (((hb >> (2 * qd)) & 3) << 4)); // signed before the - 32
-                v[2 * i + t] = s * (float)(q - 32);
-            }
-        }
+        uint2 lq = ld8_a2(b + 64 * h + 32 * (qd & 1) + l), hq = ld8_a2(b + 128 + 32 * h + l);
+        unsigned lw[2] = {lq.x, lq.y}, hw[2] = {hq.x, hq.y}, q[2];
+        for (int i = 0; i < 2; i++)
+            q[i] = ((qd >= 2 ? lw[i] >> 4 : lw[i]) & 0x0F0F0F0Fu) | (((hw[i] >> (2 * qd)) & 0x03030303u) << 4);
+        for (int i = 0; i < 8; i++) v[i] = s * byte_f(q[i >> 2] >> (8 * (i & 3)), 8388608.f + 32.f); // q - 32
     } else if (TYPE == MORE) {
         load8_more(type, row, k0, v);
     } else if (TYPE == 12) {

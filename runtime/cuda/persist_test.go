@@ -3,7 +3,10 @@
 package cuda_test
 
 import (
+	"errors"
 	"fmt"
+	"math"
+	"strings"
 	"testing"
 
 	rt "github.com/govllm/govllm/runtime"
@@ -160,9 +163,174 @@ __device__ __forceinline__ void chain_t(const Op* ops, int n, unsigned* bar, int
     }
 }
 extern "C" __global__ void __launch_bounds__(256, 4) chain(const Op* ops, int n, unsigned* bar, int ahead, i64 cap) { chain_t<false>(ops, n, bar, ahead, cap); }
+// barriers is n grid barriers and nothing else: what a phase of a
+// persistent kernel costs before any work.
+extern "C" __global__ void barriers(unsigned* bar, int n) {
+    __shared__ unsigned base;
+    if (threadIdx.x == 0) {
+        unsigned v = *(volatile unsigned*)bar;
+        base = v - v % (gridDim.x * (unsigned)n);
+    }
+    __syncthreads();
+    unsigned b0 = base;
+    for (int i = 0; i < n; i++) grid_sync(bar, b0 + gridDim.x * (unsigned)(i + 1));
+}
+
+__device__ __forceinline__ unsigned s_addr(const void* p) {
+    unsigned a;
+    asm("{ .reg .u64 t; cvta.to.shared.u64 t, %1; cvt.u32.u64 %0, t; }" : "=r"(a) : "l"(p));
+    return a;
+}
+__device__ __forceinline__ void mbar_init(unsigned a, int count) { asm volatile("mbarrier.init.shared.b64 [%0], %1;" ::"r"(a), "r"(count) : "memory"); }
+__device__ __forceinline__ void mbar_wait(unsigned a, unsigned parity) {
+    unsigned done;
+    do {
+        asm volatile("{ .reg .pred p; mbarrier.test_wait.parity.shared.b64 p, [%1], %2; selp.u32 %0, 1, 0, p; }" : "=r"(done) : "r"(a), "r"(parity) : "memory");
+    } while (!done);
+}
+__device__ __forceinline__ void mbar_arrive(unsigned a) { asm volatile("{ .reg .b64 s; mbarrier.arrive.shared.b64 s, [%0]; }" ::"r"(a) : "memory"); }
+__device__ __forceinline__ void cp16(unsigned dst, const void* src) { asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(dst), "l"(src) : "memory"); }
+__device__ __forceinline__ void cp_arrive(unsigned a) { asm volatile("cp.async.mbarrier.arrive.noinc.shared.b64 [%0];" ::"r"(a) : "memory"); }
+__device__ __forceinline__ void consumers_sync(int threads) { asm volatile("bar.sync 1, %0;" ::"r"(threads) : "memory"); }
+__device__ __forceinline__ float4 ld_cg4(const float4* p) {
+    float4 v;
+    asm volatile("ld.global.cg.v4.f32 {%0, %1, %2, %3}, [%4];" : "=f"(v.x), "=f"(v.y), "=f"(v.z), "=f"(v.w) : "l"(p));
+    return v;
+}
+
+// Rows is a block's share of a GEMV in ring: rows r0..r0+n, in chunks of
+// rpc whole rows (one ring slot each).
+struct Rows { int r0, n, rpc, chunks; };
+__device__ __forceinline__ Rows rows_of(const Op& o, int slot_bytes) {
+    Rows r;
+    r.r0 = (int)((i64)o.N * blockIdx.x / gridDim.x);
+    r.n = (int)((i64)o.N * (blockIdx.x + 1) / gridDim.x) - r.r0;
+    r.rpc = max(1, slot_bytes / (2 * o.K));
+    r.chunks = (r.n + r.rpc - 1) / r.rpc;
+    return r;
+}
+
+// ring runs the list with its weights streamed apart from the barriers: one
+// block an SM, whose last warp copies the block's rows of every GEMV, in
+// order, into a ring of shared-memory slots (cp.async, an mbarrier a slot
+// full and one empty), held back only by slots not yet read; the other
+// warps wait for the grid barrier, stage x in shared memory and take the
+// GEMV's chunks in turn. So the weight stream runs ahead across barriers by
+// up to the ring's size.
+extern "C" __global__ void __launch_bounds__(544, 1) ring(const Op* ops, int n, unsigned* bar, int slot_bytes, int slots, int max_k) {
+    extern __shared__ __align__(16) unsigned char sm[];
+    float* xs = (float*)sm;
+    unsigned char* slot0 = sm + 4 * max_k;
+    unsigned long long* full = (unsigned long long*)(slot0 + (i64)slots * slot_bytes);
+    unsigned long long* empty = full + slots;
+    __shared__ unsigned base;
+    int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, cw = blockDim.x / 32 - 1, nt = 32 * cw;
+    if (threadIdx.x == 0) {
+        for (int s = 0; s < slots; s++) {
+            mbar_init(s_addr(full + s), 32);
+            mbar_init(s_addr(empty + s), 1);
+        }
+        unsigned v = *(volatile unsigned*)bar;
+        base = v - v % (gridDim.x * (unsigned)n);
+    }
+    __syncthreads();
+    if (warp == cw) {
+        i64 s = 0;
+        for (int i = 0; i < n; i++) {
+            Op o = ops[i];
+            Rows r = rows_of(o, slot_bytes);
+            for (int c = 0; c < r.chunks; c++, s++) {
+                int slot = (int)(s % slots);
+                mbar_wait(s_addr(empty + slot), ((unsigned)(s / slots) & 1u) ^ 1u);
+                int row = r.r0 + c * r.rpc, units = min(r.rpc, r.n - c * r.rpc) * (o.K / 8);
+                const uint4* src = (const uint4*)(o.w + (i64)row * o.K);
+                unsigned dst = s_addr(slot0 + (i64)slot * slot_bytes);
+                for (int u = lane; u < units; u += 32) cp16(dst + 16 * u, src + u);
+                cp_arrive(s_addr(full + slot));
+            }
+        }
+        asm volatile("cp.async.wait_all;" ::: "memory");
+        return;
+    }
+    unsigned b0 = base;
+    i64 s = 0;
+    for (int i = 0; i < n; i++) {
+        Op o = ops[i];
+        Rows r = rows_of(o, slot_bytes);
+        if (i > 0) {
+            if (threadIdx.x == 0) {
+                unsigned goal = b0 + gridDim.x * (unsigned)i, v;
+                do {
+                    asm volatile("ld.acquire.gpu.u32 %0, [%1];" : "=r"(v) : "l"(bar) : "memory");
+                } while ((int)(v - goal) < 0);
+            }
+            consumers_sync(nt);
+        }
+        for (int k = threadIdx.x; k < o.K / 4; k += nt) ((float4*)xs)[k] = ld_cg4((const float4*)o.x + k);
+        consumers_sync(nt);
+        int units = o.K / 8;
+        for (int c = warp; c < r.chunks; c += cw) {
+            i64 sc = s + c;
+            int slot = (int)(sc % slots);
+            mbar_wait(s_addr(full + slot), (unsigned)(sc / slots) & 1u);
+            const uint4* wq = (const uint4*)(slot0 + (i64)slot * slot_bytes);
+            int row = r.r0 + c * r.rpc, rows = min(r.rpc, r.n - c * r.rpc);
+            for (int g = 0; g < rows; g += 4) {
+                float acc[4] = {0.f, 0.f, 0.f, 0.f};
+                int live = min(4, rows - g);
+                for (int u = lane; u < units; u += 32) {
+                    float4 a = ((const float4*)xs)[2 * u], b = ((const float4*)xs)[2 * u + 1];
+#pragma unroll
+                    for (int q = 0; q < 4; q++)
+                        if (q < live) acc[q] += dot8(wq[(g + q) * units + u], a, b);
+                }
+#pragma unroll
+                for (int q = 0; q < 4; q++) {
+                    float v = warp_sum(acc[q]);
+                    if (lane == 0 && q < live) o.d[row + g + q] = v;
+                }
+            }
+            __syncwarp();
+            if (lane == 0) mbar_arrive(s_addr(empty + slot));
+        }
+        s += r.chunks;
+        consumers_sync(nt);
+        if (threadIdx.x == 0) {
+            __threadfence();
+            atomicAdd(bar, 1u);
+        }
+    }
+}
+
+// fill_bf16 writes a hash of each index as a bf16 in [-0.05, 0.05).
+extern "C" __global__ void fill_bf16(u16* w, i64 n, unsigned seed) {
+    for (i64 i = blockIdx.x * (i64)blockDim.x + threadIdx.x; i < n; i += (i64)gridDim.x * blockDim.x) {
+        unsigned h = ((unsigned)i ^ seed) * 2654435761u;
+        h ^= h >> 15;
+        h *= 2246822519u;
+        h ^= h >> 13;
+        w[i] = (u16)(__float_as_uint(((float)(h & 0xffff) / 65536.f - 0.5f) * 0.1f) >> 16);
+    }
+}
+
 extern "C" __global__ void __launch_bounds__(256, 4) chain_pre4(const Op* ops, int n, unsigned* bar) { chain_t<true>(ops, n, bar, 0, 0); }
 extern "C" __global__ void __launch_bounds__(256, 2) chain_pre2(const Op* ops, int n, unsigned* bar) { chain_t<true>(ops, n, bar, 0, 0); }
 `
+
+// TestPersistentKernelsCompile compiles the benchmark's kernels with
+// NVRTC alone, as TestKernelsCompile does kernels.cu, so that their PTX is
+// checked without a GPU.
+func TestPersistentKernelsCompile(t *testing.T) {
+	for _, arch := range [][2]int{{9, 0}, {8, 0}} {
+		_, err := cuda.CompileSource(persistentChain, arch[0], arch[1])
+		if errors.Is(err, cuda.ErrUnavailable) || err != nil && strings.Contains(err.Error(), "cudaemu") {
+			t.Skipf("no NVRTC here: %v", err)
+		}
+		if err != nil {
+			t.Fatalf("sm_%d%d: %v", arch[0], arch[1], err)
+		}
+	}
+}
 
 // decodeGEMVShapes are the bf16 GEMVs of a Qwen3.5-0.8B decode step, in
 // order: per layer the DeltaNet input projection, its output projection,
@@ -177,9 +345,11 @@ func decodeGEMVShapes() [][2]int {
 
 // BenchmarkPersistentGEMVs times a decode step's 97 bf16 GEMVs (1.4 GB)
 // as kernels of a CUDA graph (what decode runs now) and as one persistent
-// kernel with a grid barrier between two, at several grids and prefetch
-// distances; bytes/s is the weights' read rate. GPU only; measured in
-// docs/cuda.md.
+// kernel with a grid barrier between two: at several grids and prefetch
+// distances, and (ring) with the weights streamed into shared memory ahead
+// of the barriers; bytes/s is the weights' read rate. Each persistent form's
+// lm_head output must match the graph's. barriers times the grid barriers
+// alone. GPU only; measured in docs/cuda.md.
 func BenchmarkPersistentGEMVs(b *testing.B) {
 	be, err := backends.New(rt.CUDA)
 	if err != nil {
@@ -197,15 +367,22 @@ func BenchmarkPersistentGEMVs(b *testing.B) {
 	shapes := decodeGEMVShapes()
 	var ws []*rt.Tensor
 	var bytes int64
-	for _, s := range shapes {
+	for i, s := range shapes {
 		w, err := mem.Alloc(rt.BF16, s[0], s[1])
 		if err != nil {
 			b.Skip(err)
 		}
 		ws = append(ws, w)
 		bytes += int64(2 * s[0] * s[1])
+		if err := extra.Launch("fill_bf16", 1024, 256, 0, uint64(w.DevicePtr()), uint64(s[0]*s[1]), uint64(i)); err != nil {
+			b.Fatal(err)
+		}
 	}
-	x, err := ctx.Upload(rt.New(rt.F32, 1, 4096))
+	hx := rt.New(rt.F32, 1, 4096)
+	for i := range hx.F32() {
+		hx.F32()[i] = float32(i%97)/97 - 0.5
+	}
+	x, err := ctx.Upload(hx)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -215,6 +392,20 @@ func BenchmarkPersistentGEMVs(b *testing.B) {
 			mem.Free(t)
 		}
 	}()
+	want, got := rt.New(rt.F32, 1, 248320), rt.New(rt.F32, 1, 248320)
+	check := func(b *testing.B) {
+		if err := ctx.Download(got, out); err != nil {
+			b.Fatal(err)
+		}
+		var scale, worst float64
+		for i, v := range want.F32() {
+			scale = max(scale, math.Abs(float64(v)))
+			worst = max(worst, math.Abs(float64(got.F32()[i]-v)))
+		}
+		if !(worst <= 1e-4*scale) || scale == 0 {
+			b.Fatalf("lm_head output off by up to %g (largest value %g)", worst, scale)
+		}
+	}
 
 	b.Run("graph", func(b *testing.B) {
 		b.SetBytes(bytes)
@@ -230,6 +421,9 @@ func BenchmarkPersistentGEMVs(b *testing.B) {
 		}
 		for b.Loop() {
 			stepAndWait(b, mem.(rt.Stepper), run)
+		}
+		if err := ctx.Download(want, out); err != nil {
+			b.Fatal(err)
 		}
 	})
 
@@ -247,34 +441,63 @@ func BenchmarkPersistentGEMVs(b *testing.B) {
 		b.Fatal(err)
 	}
 	defer ctx.Free(dops)
+	// Each form counts its barriers from 0 on a counter of its own: a
+	// kernel finds its base as the multiple of grid × GEMVs below the count.
+	newBar := func(b *testing.B) *rt.Tensor {
+		bar, err := ctx.Upload(rt.New(rt.I32, 1, 4))
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.Cleanup(func() { ctx.Free(bar) })
+		return bar
+	}
+	launch := func(b *testing.B, kernel string, grid, block, shared int, args ...uint64) {
+		if err := extra.Launch(kernel, grid, block, shared, args...); err != nil {
+			b.Fatal(err)
+		}
+		if err := ctx.Sync(); err != nil {
+			b.Fatal(err)
+		}
+	}
 	for _, v := range []struct {
 		kernel            string
 		perSM, ahead, cap int
 	}{{"chain", 4, 0, 0}, {"chain", 4, 1, 24}, {"chain", 4, 2, 16}, {"chain", 2, 1, 24},
 		{"chain_pre4", 4, 0, 0}, {"chain_pre2", 2, 0, 0}} {
 		b.Run(fmt.Sprintf("%s/%dblocks-an-SM/ahead%d", v.kernel, v.perSM, v.ahead), func(b *testing.B) {
-			resident := extra.Resident(v.kernel, 256)
-			if v.perSM > resident {
+			if v.perSM > extra.Resident(v.kernel, 256) {
 				b.Skipf("%d blocks an SM are not resident at once", v.perSM)
 			}
-			bar, err := ctx.Upload(rt.New(rt.I32, 1, 4)) // the barrier's count, from 0
-			if err != nil {
-				b.Fatal(err)
-			}
-			defer ctx.Free(bar)
 			b.SetBytes(bytes)
-			grid := v.perSM * extra.SMs()
+			bar := newBar(b)
+			args := []uint64{uint64(dops.DevicePtr()), uint64(len(shapes)), uint64(bar.DevicePtr())}
+			if v.kernel == "chain" {
+				args = append(args, uint64(v.ahead), uint64(v.cap)<<20)
+			}
 			for b.Loop() {
-				args := []uint64{uint64(dops.DevicePtr()), uint64(len(shapes)), uint64(bar.DevicePtr())}
-				if v.kernel == "chain" {
-					args = append(args, uint64(v.ahead), uint64(v.cap)<<20)
-				}
-				if err := extra.Launch(v.kernel, grid, 256, 0, args...); err != nil {
-					b.Fatal(err)
-				}
-				if err := ctx.Sync(); err != nil {
-					b.Fatal(err)
-				}
+				launch(b, v.kernel, v.perSM*extra.SMs(), 256, 0, args...)
+			}
+			check(b)
+		})
+	}
+	const maxK = 4096
+	for _, v := range []struct{ warps, slotKiB, slots int }{{8, 8, 24}, {16, 8, 24}, {8, 16, 12}, {16, 16, 12}, {8, 4, 48}} {
+		b.Run(fmt.Sprintf("ring/%dwarps/%dx%dKiB", v.warps, v.slots, v.slotKiB), func(b *testing.B) {
+			b.SetBytes(bytes)
+			shared := 4*maxK + v.slots*(v.slotKiB<<10+16)
+			bar := newBar(b)
+			for b.Loop() {
+				launch(b, "ring", extra.SMs(), 32*(v.warps+1), shared, uint64(dops.DevicePtr()), uint64(len(shapes)),
+					uint64(bar.DevicePtr()), uint64(v.slotKiB<<10), uint64(v.slots), maxK)
+			}
+			check(b)
+		})
+	}
+	for _, perSM := range []int{1, 4} {
+		b.Run(fmt.Sprintf("barriers/%dblocks-an-SM", perSM), func(b *testing.B) {
+			bar := newBar(b)
+			for b.Loop() {
+				launch(b, "barriers", perSM*extra.SMs(), 256, 0, uint64(bar.DevicePtr()), uint64(len(shapes)))
 			}
 		})
 	}
