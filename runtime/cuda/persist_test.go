@@ -199,7 +199,7 @@ __device__ __forceinline__ float4 ld_cg4(const float4* p) {
 }
 
 // Rows is a block's share of a GEMV in ring: rows r0..r0+n, in chunks of
-// rpc whole rows (one ring slot each).
+// rpc whole rows (one ring slot each: a row must fit in a slot).
 struct Rows { int r0, n, rpc, chunks; };
 __device__ __forceinline__ Rows rows_of(const Op& o, int slot_bytes) {
     Rows r;
@@ -481,7 +481,7 @@ func BenchmarkPersistentGEMVs(b *testing.B) {
 		})
 	}
 	const maxK = 4096
-	for _, v := range []struct{ warps, slotKiB, slots int }{{8, 8, 24}, {16, 8, 24}, {8, 16, 12}, {16, 16, 12}, {8, 4, 48}} {
+	for _, v := range []struct{ warps, slotKiB, slots int }{{8, 8, 24}, {16, 8, 24}, {4, 8, 24}, {8, 16, 12}, {16, 16, 12}} {
 		b.Run(fmt.Sprintf("ring/%dwarps/%dx%dKiB", v.warps, v.slots, v.slotKiB), func(b *testing.B) {
 			b.SetBytes(bytes)
 			shared := 4*maxK + v.slots*(v.slotKiB<<10+16)
