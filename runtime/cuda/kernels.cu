@@ -503,6 +503,27 @@ typedef unsigned char u8;
 
 __device__ __forceinline__ float ld_f16(const u8* p) { return f16_to_f32((u16)p[0] | ((u16)p[1] << 8)); }
 
+// byte_f is the low byte of u, as a float, less bias - 2^23: the byte put in
+// the mantissa of 2^23, which is exact, and a subtraction, instead of an
+// integer conversion (a quarter the rate of float arithmetic on the SM).
+__device__ __forceinline__ float byte_f(unsigned u, float bias) { return __uint_as_float(0x4B000000u | (u & 0xFFu)) - bias; }
+
+// ld8_a2 loads the 8 bytes at p, which is 2-byte aligned (as GGML blocks
+// are), as the aligned 8-byte words holding them, shifted: two loads, not
+// four. It reads no byte outside those words, none past p + 7's.
+__device__ __forceinline__ uint2 ld8_a2(const u8* p) {
+    unsigned o = (unsigned)(unsigned long long)p & 7u;
+    const uint2* a = (const uint2*)(p - o);
+    uint2 lo = a[0];
+    if (o == 0) return lo;
+    uint2 hi = a[1];
+    unsigned s = 8 * (o & 3), w0 = o < 4 ? lo.x : lo.y, w1 = o < 4 ? lo.y : hi.x, w2 = o < 4 ? hi.x : hi.y;
+    uint2 r;
+    r.x = s ? (w0 >> s) | (w1 << (32 - s)) : w0;
+    r.y = s ? (w1 >> s) | (w2 << (32 - s)) : w1;
+    return r;
+}
+
 // Q8_0: 34-byte blocks of 32: f16 scale, 32 int8. 4 units per block.
 __device__ __forceinline__ void unit_q8_0(const u8* row, int u, float* v, int* k) {
     const u8* b = row + (u >> 2) * 34;
@@ -590,11 +611,11 @@ __device__ __noinline__ void load8_more(int type, const u8* row, int k0, float* 
         float sc, m;
         scale_min_k4(2 * j + hi, b + 4, &sc, &m);
         float a = ld_f16(b) * sc, mm = ld_f16(b + 2) * m;
-        const u8 *qh = b + 16 + l, *qs = b + 48 + 32 * j + l;
-        for (int i = 0; i < 8; i++) {
-            int q = (hi ? qs[i] >> 4 : qs[i] & 0xF) | (((qh[i] >> (2 * j + hi)) & 1) << 4);
-            v[i] = a * (float)q - mm;
-        }
+        uint2 hq = *(const uint2*)(b + 16 + l), lq = *(const uint2*)(b + 48 + 32 * j + l); // blocks are 16-aligned
+        unsigned hw[2] = {hq.x, hq.y}, lw[2] = {lq.x, lq.y}, q[2];
+        for (int i = 0; i < 2; i++)
+            q[i] = ((hi ? lw[i] >> 4 : lw[i]) & 0x0F0F0F0Fu) | (((hw[i] >> (2 * j + hi)) & 0x01010101u) << 4);
+        for (int i = 0; i < 8; i++) v[i] = a * byte_f(q[i >> 2] >> (8 * (i & 3)), 8388608.f) - mm;
     } else if (type >= 4 && type <= 8) { // blocks of 32: f16 d, [f16 min], [u32 fifth bits], 16 bytes of nibbles
         int bytes = type == 4 || type == 8 ? 18 : type == 5 ? 20 : type == 6 ? 22 : 24;
         int qoff = type == 4 || type == 8 ? 2 : type == 5 ? 4 : type == 6 ? 6 : 8;
@@ -1318,27 +1339,6 @@ __global__ void router_topk_f32(int* ids, float* weights, const float* lg, i64 s
 // Q8_0, 1 Q4_K, 2 Q6_K, load8_more's 3-9, 13, 14, 10 bf16, 11 f16, 12 f32.
 
 } // extern "C": the templates below have C++ linkage
-
-// byte_f is the low byte of u, as a float, less bias - 2^23: the byte put in
-// the mantissa of 2^23, which is exact, and a subtraction, instead of an
-// integer conversion (a quarter the rate of float arithmetic on the SM).
-__device__ __forceinline__ float byte_f(unsigned u, float bias) { return __uint_as_float(0x4B000000u | (u & 0xFFu)) - bias; }
-
-// ld8_a2 loads the 8 bytes at p, which is 2-byte aligned (as GGML blocks
-// are), as the aligned 8-byte words holding them, shifted: two loads, not
-// four. It reads no byte outside those words, none past p + 7's.
-__device__ __forceinline__ uint2 ld8_a2(const u8* p) {
-    unsigned o = (unsigned)(unsigned long long)p & 7u;
-    const uint2* a = (const uint2*)(p - o);
-    uint2 lo = a[0];
-    if (o == 0) return lo;
-    uint2 hi = a[1];
-    unsigned s = 8 * (o & 3), w0 = o < 4 ? lo.x : lo.y, w1 = o < 4 ? lo.y : hi.x, w2 = o < 4 ? hi.x : hi.y;
-    uint2 r;
-    r.x = s ? (w0 >> s) | (w1 << (32 - s)) : w0;
-    r.y = s ? (w1 >> s) | (w2 << (32 - s)) : w1;
-    return r;
-}
 
 // load8_t reads 8 consecutive weights of a row from column k0 (k0 % 8 == 0).
 // TYPE MORE reads load8_more's types, the type given at run time: one
