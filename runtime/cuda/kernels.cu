@@ -611,11 +611,11 @@ __device__ __noinline__ void load8_more(int type, const u8* row, int k0, float* 
         float sc, m;
         scale_min_k4(2 * j + hi, b + 4, &sc, &m);
         float a = ld_f16(b) * sc, mm = ld_f16(b + 2) * m;
-        uint2 hq = *(const uint2*)(b + 16 + l), lq = *(const uint2*)(b + 48 + 32 * j + l); // blocks are 16-aligned
-        unsigned hw[2] = {hq.x, hq.y}, lw[2] = {lq.x, lq.y}, q[2];
-        for (int i = 0; i < 2; i++)
-            q[i] = ((hi ? lw[i] >> 4 : lw[i]) & 0x0F0F0F0Fu) | (((hw[i] >> (2 * j + hi)) & 0x01010101u) << 4);
-        for (int i = 0; i < 8; i++) v[i] = a * byte_f(q[i >> 2] >> (8 * (i & 3)), 8388608.f) - mm;
+        const u8 *qh = b + 16 + l, *qs = b + 48 + 32 * j + l;
+        for (int i = 0; i < 8; i++) {
+            int q = (hi ? qs[i] >> 4 : qs[i] & 0xF) | (((qh[i] >> (2 * j + hi)) & 1) << 4);
+            v[i] = a * (float)q - mm;
+        }
     } else if (type >= 4 && type <= 8) { // blocks of 32: f16 d, [f16 min], [u32 fifth bits], 16 bytes of nibbles
         int bytes = type == 4 || type == 8 ? 18 : type == 5 ? 20 : type == 6 ? 22 : 24;
         int qoff = type == 4 || type == 8 ? 2 : type == 5 ? 4 : type == 6 ? 6 : 8;
@@ -1361,17 +1361,25 @@ __device__ __forceinline__ void load8_t(const u8* row, int k0, float* v, int typ
         scale_min_k4(2 * j + hi, b + 4, &sc, &m);
         float a = ld_f16(b) * sc, mm = ld_f16(b + 2) * m;
         uint2 q2 = *(const uint2*)(b + 16 + 32 * j + (c & 31));
-        unsigned q[2] = {(hi ? q2.x >> 4 : q2.x) & 0x0F0F0F0Fu, (hi ? q2.y >> 4 : q2.y) & 0x0F0F0F0Fu};
-        for (int i = 0; i < 8; i++) v[i] = a * byte_f(q[i >> 2] >> (8 * (i & 3)), 8388608.f) - mm;
+        unsigned q[2] = {q2.x, q2.y};
+        for (int i = 0; i < 8; i++) {
+            unsigned byte = (q[i >> 2] >> (8 * (i & 3))) & 0xFF;
+            v[i] = a * (float)(hi ? byte >> 4 : byte & 0xF) - mm;
+        }
     } else if (TYPE == 2) { // Q6_K: quarter qd of half h: ql low/high nibbles (+32 for odd qd), qh bits 2qd..2qd+1
         const u8* b = row + (k0 >> 8) * 210;
         int c = k0 & 255, h = c >> 7, qd = (c >> 5) & 3, l = c & 31;
         float s = ld_f16(b + 208) * (float)((const signed char*)(b + 192))[8 * h + (l >> 4) + 2 * qd];
-        uint2 lq = ld8_a2(b + 64 * h + 32 * (qd & 1) + l), hq = ld8_a2(b + 128 + 32 * h + l);
-        unsigned lw[2] = {lq.x, lq.y}, hw[2] = {hq.x, hq.y}, q[2];
-        for (int i = 0; i < 2; i++)
-            q[i] = ((qd >= 2 ? lw[i] >> 4 : lw[i]) & 0x0F0F0F0Fu) | (((hw[i] >> (2 * qd)) & 0x03030303u) << 4);
-        for (int i = 0; i < 8; i++) v[i] = s * byte_f(q[i >> 2] >> (8 * (i & 3)), 8388608.f + 32.f); // q - 32
+        const u16* ql = (const u16*)(b + 64 * h + 32 * (qd & 1) + l); // 2-byte words: blocks are 2-aligned
+        const u16* qh = (const u16*)(b + 128 + 32 * h + l);
+        for (int i = 0; i < 4; i++) {
+            unsigned lw = ql[i], hw = qh[i];
+            for (int t = 0; t < 2; t++) {
+                unsigned lb = (lw >> (8 * t)) & 0xFF, hb = (hw >> (8 * t)) & 0xFF;
+                int q = (int)((qd >= 2 ? lb >> 4 : lb & 0xF) | (((hb >> (2 * qd)) & 3) << 4)); // signed before the - 32
+                v[2 * i + t] = s * (float)(q - 32);
+            }
+        }
     } else if (TYPE == MORE) {
         load8_more(type, row, k0, v);
     } else if (TYPE == 12) {

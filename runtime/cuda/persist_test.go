@@ -481,8 +481,13 @@ func BenchmarkPersistentGEMVs(b *testing.B) {
 		})
 	}
 	const maxK = 4096
-	for _, v := range []struct{ warps, slotKiB, slots int }{{8, 8, 24}, {16, 8, 24}, {4, 8, 24}, {8, 16, 12}, {16, 16, 12}} {
+	for _, v := range []struct{ warps, slotKiB, slots int }{{8, 8, 24}, {8, 8, 12}, {12, 8, 24}, {16, 8, 24}, {8, 16, 12}} {
 		b.Run(fmt.Sprintf("ring/%dwarps/%dx%dKiB", v.warps, v.slots, v.slotKiB), func(b *testing.B) {
+			if v.warps > v.slots {
+				// A warp could wait on a slot two fills ahead, which the
+				// mbarrier's parity cannot tell from the fill before.
+				b.Skip("more consumer warps than slots")
+			}
 			b.SetBytes(bytes)
 			shared := 4*maxK + v.slots*(v.slotKiB<<10+16)
 			bar := newBar(b)
