@@ -505,7 +505,8 @@ __device__ __forceinline__ float ld_f16(const u8* p) { return f16_to_f32((u16)p[
 
 // byte_f is the low byte of u, as a float, less bias - 2^23: the byte put in
 // the mantissa of 2^23, which is exact, and a subtraction, instead of an
-// integer conversion (a quarter the rate of float arithmetic on the SM).
+// integer conversion. Q8_0 uses it; Q4_K and Q6_K measured slower with it
+// (docs/cuda.md), so they convert.
 __device__ __forceinline__ float byte_f(unsigned u, float bias) { return __uint_as_float(0x4B000000u | (u & 0xFFu)) - bias; }
 
 // ld8_a2 loads the 8 bytes at p, which is 2-byte aligned (as GGML blocks
