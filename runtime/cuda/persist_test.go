@@ -51,15 +51,19 @@ __device__ __forceinline__ void prefetch_share(const char* p, i64 bytes) {
     i64 l0 = (i64)blockIdx.x * per, l1 = min(lines, l0 + per);
     for (i64 l = l0 + threadIdx.x; l < l1; l += blockDim.x) asm volatile("prefetch.global.L2 [%0];" ::"l"(p + l * 128));
 }
+// await_count spins until the barrier's count reaches goal.
+__device__ __forceinline__ void await_count(unsigned* bar, unsigned goal) {
+    unsigned v;
+    do {
+        asm volatile("ld.acquire.gpu.u32 %0, [%1];" : "=r"(v) : "l"(bar) : "memory");
+    } while ((int)(v - goal) < 0);
+}
 __device__ __forceinline__ void grid_sync(unsigned* bar, unsigned goal) {
     __syncthreads();
     if (threadIdx.x == 0) {
         __threadfence();
         atomicAdd(bar, 1u);
-        unsigned v;
-        do {
-            asm volatile("ld.acquire.gpu.u32 %0, [%1];" : "=r"(v) : "l"(bar) : "memory");
-        } while ((int)(v - goal) < 0);
+        await_count(bar, goal);
     }
     __syncthreads();
 }
@@ -258,12 +262,7 @@ extern "C" __global__ void __launch_bounds__(544, 1) ring(const Op* ops, int n, 
         Op o = ops[i];
         Rows r = rows_of(o, slot_bytes);
         if (i > 0) {
-            if (threadIdx.x == 0) {
-                unsigned goal = b0 + gridDim.x * (unsigned)i, v;
-                do {
-                    asm volatile("ld.acquire.gpu.u32 %0, [%1];" : "=r"(v) : "l"(bar) : "memory");
-                } while ((int)(v - goal) < 0);
-            }
+            if (threadIdx.x == 0) await_count(bar, b0 + gridDim.x * (unsigned)i);
             consumers_sync(nt);
         }
         for (int k = threadIdx.x; k < o.K / 4; k += nt) ((float4*)xs)[k] = ld_cg4((const float4*)o.x + k);
