@@ -220,8 +220,13 @@ __device__ __forceinline__ Rows rows_of(const Op& o, int slot_bytes) {
 // full and one empty), held back only by slots not yet read; the other
 // warps wait for the grid barrier, stage x in shared memory and take the
 // GEMV's chunks in turn. So the weight stream runs ahead across barriers by
-// up to the ring's size.
-extern "C" __global__ void __launch_bounds__(544, 1) ring(const Op* ops, int n, unsigned* bar, int slot_bytes, int slots, int max_k) {
+// up to the ring's size. Flags, to take the form apart: RING_UNORDERED
+// skips the wait at the barrier (every GEMV reads the same x here, so the
+// output stays right: the stream and the compute alone), RING_X_DIRECT
+// reads x from L2 in the dot products instead of staging it.
+#define RING_UNORDERED 1
+#define RING_X_DIRECT 2
+extern "C" __global__ void __launch_bounds__(544, 1) ring(const Op* ops, int n, unsigned* bar, int slot_bytes, int slots, int max_k, int flags) {
     extern __shared__ __align__(16) unsigned char sm[];
     float* xs = (float*)sm;
     unsigned char* slot0 = sm + 4 * max_k;
@@ -261,12 +266,17 @@ extern "C" __global__ void __launch_bounds__(544, 1) ring(const Op* ops, int n, 
     for (int i = 0; i < n; i++) {
         Op o = ops[i];
         Rows r = rows_of(o, slot_bytes);
-        if (i > 0) {
+        if (i > 0 && !(flags & RING_UNORDERED)) {
             if (threadIdx.x == 0) await_count(bar, b0 + gridDim.x * (unsigned)i);
             consumers_sync(nt);
         }
-        for (int k = threadIdx.x; k < o.K / 4; k += nt) ((float4*)xs)[k] = ld_cg4((const float4*)o.x + k);
-        consumers_sync(nt);
+        const float4* xv = (const float4*)xs;
+        if (flags & RING_X_DIRECT) {
+            xv = (const float4*)o.x;
+        } else {
+            for (int k = threadIdx.x; k < o.K / 4; k += nt) ((float4*)xs)[k] = ld_cg4((const float4*)o.x + k);
+            consumers_sync(nt);
+        }
         int units = o.K / 8;
         for (int c = warp; c < r.chunks; c += cw) {
             i64 sc = s + c;
@@ -278,7 +288,12 @@ extern "C" __global__ void __launch_bounds__(544, 1) ring(const Op* ops, int n, 
                 float acc[4] = {0.f, 0.f, 0.f, 0.f};
                 int live = min(4, rows - g);
                 for (int u = lane; u < units; u += 32) {
-                    float4 a = ((const float4*)xs)[2 * u], b = ((const float4*)xs)[2 * u + 1];
+                    float4 a, b;
+                    if (flags & RING_X_DIRECT) {
+                        a = ld_cg4(xv + 2 * u), b = ld_cg4(xv + 2 * u + 1);
+                    } else {
+                        a = xv[2 * u], b = xv[2 * u + 1];
+                    }
 #pragma unroll
                     for (int q = 0; q < 4; q++)
                         if (q < live) acc[q] += dot8(wq[(g + q) * units + u], a, b);
@@ -346,7 +361,8 @@ func decodeGEMVShapes() [][2]int {
 // as kernels of a CUDA graph (what decode runs now) and as one persistent
 // kernel with a grid barrier between two: at several grids and prefetch
 // distances, and (ring) with the weights streamed into shared memory ahead
-// of the barriers; bytes/s is the weights' read rate. Each persistent form's
+// of the barriers, and ring taken apart (without the barriers' waits, with
+// x read from L2 instead of staged); bytes/s is the weights' read rate. Each persistent form's
 // lm_head output must match the graph's. barriers times the grid barriers
 // alone. GPU only; measured in docs/cuda.md.
 func BenchmarkPersistentGEMVs(b *testing.B) {
@@ -480,8 +496,17 @@ func BenchmarkPersistentGEMVs(b *testing.B) {
 		})
 	}
 	const maxK = 4096
-	for _, v := range []struct{ warps, slotKiB, slots int }{{8, 8, 24}, {8, 8, 12}, {12, 8, 24}, {16, 8, 24}, {8, 16, 12}} {
-		b.Run(fmt.Sprintf("ring/%dwarps/%dx%dKiB", v.warps, v.slots, v.slotKiB), func(b *testing.B) {
+	const unordered, xDirect = 1, 2 // ring's flags
+	for _, v := range []struct{ warps, slotKiB, slots, flags int }{{8, 8, 24, 0}, {8, 8, 24, unordered}, {8, 8, 24, xDirect},
+		{8, 8, 24, unordered | xDirect}, {8, 8, 12, 0}, {12, 8, 24, 0}, {16, 8, 24, 0}, {8, 16, 12, 0}} {
+		name := fmt.Sprintf("ring/%dwarps/%dx%dKiB", v.warps, v.slots, v.slotKiB)
+		if v.flags&unordered != 0 {
+			name += "/unordered"
+		}
+		if v.flags&xDirect != 0 {
+			name += "/x-from-L2"
+		}
+		b.Run(name, func(b *testing.B) {
 			if v.warps > v.slots {
 				// A warp could wait on a slot two fills ahead, which the
 				// mbarrier's parity cannot tell from the fill before.
@@ -490,7 +515,7 @@ func BenchmarkPersistentGEMVs(b *testing.B) {
 			b.SetBytes(bytes)
 			shared := 4*maxK + v.slots*(v.slotKiB<<10+16)
 			bar := newBar(b)
-			args := []uint64{uint64(dops.DevicePtr()), uint64(len(shapes)), uint64(bar.DevicePtr()), uint64(v.slotKiB << 10), uint64(v.slots), maxK}
+			args := []uint64{uint64(dops.DevicePtr()), uint64(len(shapes)), uint64(bar.DevicePtr()), uint64(v.slotKiB << 10), uint64(v.slots), maxK, uint64(v.flags)}
 			if err := extra.Launch("ring", extra.SMs(), 32*(v.warps+1), shared, args...); err != nil {
 				b.Skipf("%d KiB of shared memory a block: %v", shared>>10, err) // more than pre-Hopper GPUs have
 			}
