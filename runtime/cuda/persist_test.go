@@ -68,6 +68,18 @@ __device__ __forceinline__ void grid_sync(unsigned* bar, unsigned goal) {
     __syncthreads();
 }
 
+// count_base is where this launch's barrier count starts: every launch of n
+// phases adds grid × n to it, so the multiple of that at or below it.
+__device__ __forceinline__ unsigned count_base(unsigned* bar, int n) {
+    __shared__ unsigned base;
+    if (threadIdx.x == 0) {
+        unsigned v = *(volatile unsigned*)bar;
+        base = v - v % (gridDim.x * (unsigned)n);
+    }
+    __syncthreads();
+    return base;
+}
+
 // Share is what a warp of block blk takes of GEMV o: rows n0.. (live of
 // them) and units u0..u1 of K/8.
 struct Share { int n0, u0, u1, live; };
@@ -135,13 +147,7 @@ __device__ __forceinline__ void gemv_blocks(const Op& o, float (*part)[4], const
 template <bool PRE>
 __device__ __forceinline__ void chain_t(const Op* ops, int n, unsigned* bar, int ahead, i64 cap) {
     __shared__ float part[8][4];
-    __shared__ unsigned base;
-    if (threadIdx.x == 0) {
-        unsigned v = *(volatile unsigned*)bar;
-        base = v - v % (gridDim.x * (unsigned)n);
-    }
-    __syncthreads();
-    unsigned b0 = base;
+    unsigned b0 = count_base(bar, n);
     int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
     uint4 pq[2][4];
     bool pre = false;
@@ -167,16 +173,13 @@ __device__ __forceinline__ void chain_t(const Op* ops, int n, unsigned* bar, int
     }
 }
 extern "C" __global__ void __launch_bounds__(256, 4) chain(const Op* ops, int n, unsigned* bar, int ahead, i64 cap) { chain_t<false>(ops, n, bar, ahead, cap); }
+extern "C" __global__ void __launch_bounds__(256, 4) chain_pre4(const Op* ops, int n, unsigned* bar) { chain_t<true>(ops, n, bar, 0, 0); }
+extern "C" __global__ void __launch_bounds__(256, 2) chain_pre2(const Op* ops, int n, unsigned* bar) { chain_t<true>(ops, n, bar, 0, 0); }
+
 // barriers is n grid barriers and nothing else: what a phase of a
 // persistent kernel costs before any work.
 extern "C" __global__ void barriers(unsigned* bar, int n) {
-    __shared__ unsigned base;
-    if (threadIdx.x == 0) {
-        unsigned v = *(volatile unsigned*)bar;
-        base = v - v % (gridDim.x * (unsigned)n);
-    }
-    __syncthreads();
-    unsigned b0 = base;
+    unsigned b0 = count_base(bar, n);
     for (int i = 0; i < n; i++) grid_sync(bar, b0 + gridDim.x * (unsigned)(i + 1));
 }
 
@@ -232,17 +235,13 @@ extern "C" __global__ void __launch_bounds__(544, 1) ring(const Op* ops, int n, 
     unsigned char* slot0 = sm + 4 * max_k;
     unsigned long long* full = (unsigned long long*)(slot0 + (i64)slots * slot_bytes);
     unsigned long long* empty = full + slots;
-    __shared__ unsigned base;
     int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, cw = blockDim.x / 32 - 1, nt = 32 * cw;
-    if (threadIdx.x == 0) {
+    if (threadIdx.x == 0)
         for (int s = 0; s < slots; s++) {
             mbar_init(s_addr(full + s), 32);
             mbar_init(s_addr(empty + s), 1);
         }
-        unsigned v = *(volatile unsigned*)bar;
-        base = v - v % (gridDim.x * (unsigned)n);
-    }
-    __syncthreads();
+    unsigned b0 = count_base(bar, n); // its barrier also publishes the mbarriers
     if (warp == cw) {
         i64 s = 0;
         for (int i = 0; i < n; i++) {
@@ -261,7 +260,6 @@ extern "C" __global__ void __launch_bounds__(544, 1) ring(const Op* ops, int n, 
         asm volatile("cp.async.wait_all;" ::: "memory");
         return;
     }
-    unsigned b0 = base;
     i64 s = 0;
     for (int i = 0; i < n; i++) {
         Op o = ops[i];
@@ -327,8 +325,6 @@ extern "C" __global__ void fill_bf16(u16* w, i64 n, unsigned seed) {
     }
 }
 
-extern "C" __global__ void __launch_bounds__(256, 4) chain_pre4(const Op* ops, int n, unsigned* bar) { chain_t<true>(ops, n, bar, 0, 0); }
-extern "C" __global__ void __launch_bounds__(256, 2) chain_pre2(const Op* ops, int n, unsigned* bar) { chain_t<true>(ops, n, bar, 0, 0); }
 `
 
 // TestPersistentKernelsCompile compiles the benchmark's kernels with
@@ -362,9 +358,9 @@ func decodeGEMVShapes() [][2]int {
 // kernel with a grid barrier between two: at several grids and prefetch
 // distances, and (ring) with the weights streamed into shared memory ahead
 // of the barriers, and ring taken apart (without the barriers' waits, with
-// x read from L2 instead of staged); bytes/s is the weights' read rate. Each persistent form's
-// lm_head output must match the graph's. barriers times the grid barriers
-// alone. GPU only; measured in docs/cuda.md.
+// x read from L2 instead of staged); bytes/s is the weights' read rate.
+// Each persistent form's lm_head output must match the graph's. barriers
+// times the grid barriers alone. GPU only; measured in docs/cuda.md.
 func BenchmarkPersistentGEMVs(b *testing.B) {
 	be, err := backends.New(rt.CUDA)
 	if err != nil {
