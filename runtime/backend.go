@@ -913,3 +913,117 @@ func checkRowIndex(c *check, rows []int32, n int) {
 		}
 	}
 }
+
+// maxDecodeOperands bounds DecodeLayers' operand list, which lives on the
+// stack (a decode step allocates nothing).
+const maxDecodeOperands = 128
+
+// DecodeLayers runs a batch-1 decode step through a run of dense blocks as
+// one op (see DecodeLayersArgs); it is chosen by the weights' dtype, one for
+// every matrix of the run.
+func (b *Backend) DecodeLayers(d *DecodeLayersArgs) error {
+	c := &check{}
+	var room [maxDecodeOperands]*Tensor
+	ts := append(room[:0], d.X, d.Proj, d.Core, d.Hidden)
+	for _, bl := range d.Blocks {
+		if len(ts)+9 > maxDecodeOperands {
+			c.failf(ErrShape, "%d blocks in one run, over the %d operands an op takes", len(d.Blocks), maxDecodeOperands)
+			break
+		}
+		if bl.InProj != nil {
+			ts = append(ts, bl.Norm, bl.InProj, bl.ConvW, bl.ConvStates, bl.RecStates, bl.ALog, bl.DtBias, bl.GateNorm, bl.OutProj)
+		} else {
+			ts = append(ts, bl.Norm, bl.GateUp, bl.Down)
+		}
+	}
+	dt := DTypeInvalid
+	if c.err == nil && nonNil(ts...) {
+		dt = checkDecodeLayers(c, d)
+	}
+	return run(b, DecodeLayers, dt, c, ts, func(k DecodeLayersKernel) { k(d) })
+}
+
+// checkDecodeLayers checks d's shapes and returns its matrices' dtype.
+func checkDecodeLayers(c *check, d *DecodeLayersArgs) DType {
+	c.f32("x and scratch", d.X, d.Proj, d.Core, d.Hidden)
+	for _, t := range []*Tensor{d.X, d.Proj, d.Core, d.Hidden} {
+		c.contiguous("x and scratch", t)
+	}
+	if c.err != nil {
+		return DTypeInvalid
+	}
+	if d.X.Rank() != 2 || d.X.shape[0] != 1 {
+		c.failf(ErrShape, "x %v, want [1, H]", d.X.shape)
+		return DTypeInvalid
+	}
+	h := d.X.shape[1]
+	dt := DTypeInvalid
+	matrix := func(name string, w *Tensor, rows, cols int) {
+		c.contiguous(name, w)
+		if c.err == nil && !sameInts(w.shape, []int{rows, cols}) {
+			c.failf(ErrShape, "%s %v, want [%d %d]", name, w.shape, rows, cols)
+		}
+		if dt == DTypeInvalid {
+			dt = w.dtype
+		} else if w.dtype != dt {
+			c.failf(ErrDType, "%s is %v, the run's other matrices %v", name, w.dtype, dt)
+		}
+	}
+	scratch := func(name string, t *Tensor, n int) {
+		if c.err == nil && t.Len() < n {
+			c.failf(ErrShape, "%s scratch of %d elements, %d needed", name, t.Len(), n)
+		}
+	}
+	for i, bl := range d.Blocks {
+		if c.err != nil {
+			c.err = fmt.Errorf("block %d: %w", i-1, c.err)
+			return dt
+		}
+		c.f32("norm", bl.Norm)
+		if c.err == nil && bl.Norm.Len() != h {
+			c.failf(ErrShape, "norm %v for hidden size %d", bl.Norm.shape, h)
+		}
+		if bl.InProj == nil {
+			inter := bl.Down.Dim(bl.Down.Rank() - 1)
+			matrix("gate_up", bl.GateUp, 2*inter, h)
+			matrix("down", bl.Down, h, inter)
+			scratch("hidden", d.Hidden, inter)
+			continue
+		}
+		c.f32("conv and states", bl.ConvW, bl.ConvStates, bl.RecStates, bl.ALog, bl.DtBias, bl.GateNorm)
+		c.rank("rec_states", bl.RecStates, 4)
+		c.rank("conv_states", bl.ConvStates, 3)
+		if c.err != nil {
+			continue
+		}
+		for _, t := range []*Tensor{bl.ConvW, bl.ConvStates, bl.RecStates, bl.ALog, bl.DtBias, bl.GateNorm} {
+			c.contiguous("conv and states", t)
+		}
+		hv, dk, dv := bl.RecStates.shape[1], bl.RecStates.shape[2], bl.RecStates.shape[3]
+		hk, ch := bl.KeyHeads, 2*bl.KeyHeads*bl.KeyDim+hv*dv
+		switch {
+		case !(hk > 0 && dk == bl.KeyDim && hv%hk == 0):
+			c.failf(ErrShape, "%d value heads of %d over %d key heads of %d", hv, dk, hk, bl.KeyDim)
+		case !(bl.ConvW.Rank() == 2 && bl.ConvW.shape[0] == ch && bl.ConvW.shape[1] >= 1):
+			c.failf(ErrShape, "conv_w %v for %d channels", bl.ConvW.shape, ch)
+		case !sameInts(bl.ConvStates.shape[1:], []int{bl.ConvW.shape[1] - 1, ch}) || bl.ConvStates.shape[0] != bl.RecStates.shape[0]:
+			c.failf(ErrShape, "conv_states %v and rec_states %v for conv_w %v", bl.ConvStates.shape, bl.RecStates.shape, bl.ConvW.shape)
+		case d.Slot < 0 || int(d.Slot) >= bl.RecStates.shape[0]:
+			c.failf(ErrShape, "slot %d outside the %d states", d.Slot, bl.RecStates.shape[0])
+		case bl.ALog.Len() != hv || bl.DtBias.Len() != hv || bl.GateNorm.Len() != dv:
+			c.failf(ErrShape, "A_log %v, dt_bias %v and norm %v for %d heads of %d", bl.ALog.shape, bl.DtBias.shape, bl.GateNorm.shape, hv, dv)
+		case !(bl.QKNormEps > 0):
+			c.failf(ErrShape, "q and k are normalised: QKNormEps %g", bl.QKNormEps)
+		}
+		matrix("in_proj", bl.InProj, ch+hv*dv+2*hv, h)
+		matrix("out_proj", bl.OutProj, h, hv*dv)
+		scratch("proj", d.Proj, ch+hv*dv+2*hv)
+		scratch("core", d.Core, hv*dv)
+	}
+	if c.err != nil {
+		c.err = fmt.Errorf("block %d: %w", len(d.Blocks)-1, c.err)
+	} else if len(d.Blocks) == 0 {
+		c.failf(ErrShape, "no blocks")
+	}
+	return dt
+}

@@ -91,7 +91,41 @@ type (
 	// chain conv1d_causal_slots (SiLU), delta_rule_slots (q and k
 	// normalised, a and b gated) and gated_rms_norm (see DeltaNetStepArgs).
 	DeltaNetStepKernel func(s *DeltaNetStepArgs)
+	// DecodeLayersKernel runs a batch-1 decode step through a run of dense
+	// blocks as one launch (see DecodeLayersArgs).
+	DecodeLayersKernel func(d *DecodeLayersArgs)
 )
+
+// DecodeLayersArgs is one sequence's decode step (one token) through a run
+// of a dense Qwen3.5's blocks, in order, on X [1, H], the residual stream,
+// updated in place: each block adds its output to X. Its result is that of
+// the ops it replaces (rms_norm_offset, matmul, deltanet_step,
+// matmul_swiglu, add); a device runs it as one persistent kernel, so the
+// weights stream without a break at each op (DESIGN: docs/cuda.md). The
+// states of a DeltaNet block are row Slot of its ConvStates and RecStates.
+// Proj, Core and Hidden are scratch of at least C + Vd + 2·Hv, Hv·Dv and I
+// elements (f32).
+type DecodeLayersArgs struct {
+	X                  *Tensor
+	Blocks             []DecodeBlock
+	Slot               int32
+	Proj, Core, Hidden *Tensor
+	Eps                float32 // of every RMSNorm
+}
+
+// DecodeBlock is a block of DecodeLayersArgs: a DeltaNet mixer where
+// InProj is set, else a SwiGLU MLP; either reads rmsnorm(X)·(1 + Norm).
+type DecodeBlock struct {
+	Norm *Tensor // [H]
+	// DeltaNet: InProj [C + Vd + 2·Hv, H] holds the qkv, z, b and a rows
+	// (DeltaNetStepArgs names the rest), OutProj is [H, Vd].
+	InProj, ConvW, ConvStates, RecStates, ALog, DtBias, GateNorm, OutProj *Tensor
+	KeyHeads, KeyDim                                                      int
+	TiledHeads                                                            bool
+	QKNormEps                                                             float32
+	// MLP: GateUp [2I, H] (gate rows, then up), Down [H, I].
+	GateUp, Down *Tensor
+}
 
 // DeltaNetStepArgs are the operands of a Gated DeltaNet decode step over
 // N sequences of one token each, row i being the sequence whose states are
@@ -178,6 +212,7 @@ var (
 	DeltaRuleSlots     = Def[DeltaRuleSlotsKernel]{OpDeltaRuleSlots}
 	DeltaNetStep       = Def[DeltaNetStepKernel]{OpDeltaNetStep}
 	Argmax             = Def[ArgmaxKernel]{OpArgmax}
+	DecodeLayers       = Def[DecodeLayersKernel]{OpDecodeLayers}
 )
 
 // ArgmaxRow is ArgmaxKernel on one row: the backends' kernels and the

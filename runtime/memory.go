@@ -53,6 +53,14 @@ type Stepper interface {
 	ReadBack(t *Tensor) (*Tensor, error)
 }
 
+// PersistentDecoder is a Memory whose device may run DecodeLayers (a run
+// of blocks as one persistent kernel); PersistentDecode says whether it can
+// here (nil) or why not. Where it cannot, a model runs the ops DecodeLayers
+// replaces.
+type PersistentDecoder interface {
+	PersistentDecode() error
+}
+
 // Recording is a step recorded ahead by Stepper.Record; a later Record
 // replaces it.
 type Recording interface {

@@ -36,6 +36,7 @@ const (
 	OpMatMulSwiGLU                   // matmul_swiglu
 	OpDeltaNetStep                   // deltanet_step
 	OpArgmax                         // argmax
+	OpDecodeLayers                   // decode_layers_persistent
 	opCount
 )
 

@@ -36,17 +36,17 @@ func _() {
 	_ = x[OpMatMulSwiGLU-25]
 	_ = x[OpDeltaNetStep-26]
 	_ = x[OpArgmax-27]
-	_ = x[opCount-28]
+	_ = x[OpDecodeLayers-28]
+	_ = x[opCount-29]
 }
 
-const _OpID_name = "invalidembeddingmatmuladdrms_normrms_norm_offsetgated_rms_normsiluswiglusigmoid_mulsplit_query_gaterope_neoxattn_preamble_fusedkv_writeattention_causal_gqaconv1d_causall2_normgdn_gatingdelta_rule_chunkeddelta_rule_recurrentgather_rowsconv1d_causal_slotsdelta_rule_slotsadd_rms_norm_offsetmoe_expertsmatmul_swigludeltanet_stepargmaxopCount"
+const _OpID_name = "invalidembeddingmatmuladdrms_normrms_norm_offsetgated_rms_normsiluswiglusigmoid_mulsplit_query_gaterope_neoxattn_preamble_fusedkv_writeattention_causal_gqaconv1d_causall2_normgdn_gatingdelta_rule_chunkeddelta_rule_recurrentgather_rowsconv1d_causal_slotsdelta_rule_slotsadd_rms_norm_offsetmoe_expertsmatmul_swigludeltanet_stepargmaxdecode_layers_persistentopCount"
 
-var _OpID_index = [...]uint16{0, 7, 16, 22, 25, 33, 48, 62, 66, 72, 83, 99, 108, 127, 135, 155, 168, 175, 185, 203, 223, 234, 253, 269, 288, 299, 312, 325, 331, 338}
+var _OpID_index = [...]uint16{0, 7, 16, 22, 25, 33, 48, 62, 66, 72, 83, 99, 108, 127, 135, 155, 168, 175, 185, 203, 223, 234, 253, 269, 288, 299, 312, 325, 331, 355, 362}
 
 func (i OpID) String() string {
-	idx := int(i) - 0
-	if i < 0 || idx >= len(_OpID_index)-1 {
+	if i >= OpID(len(_OpID_index)-1) {
 		return "OpID(" + strconv.FormatInt(int64(i), 10) + ")"
 	}
-	return _OpID_name[_OpID_index[idx]:_OpID_index[idx+1]]
+	return _OpID_name[_OpID_index[i]:_OpID_index[i+1]]
 }

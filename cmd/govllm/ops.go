@@ -53,6 +53,17 @@ func printMatrix(w io.Writer, reg *rt.Registry) error {
 	}
 	fmt.Fprintln(tw)
 	for _, op := range rt.Ops() {
+		// An op whose kernels all take weights of other dtypes (a fusion
+		// of 16-bit matmuls) lists only those.
+		hasF32, hasOther := false, false
+		for _, d := range rt.Devices {
+			for _, dt := range rt.DTypes {
+				if _, ok := reg.Selected(op, d, dt); ok {
+					hasF32, hasOther = hasF32 || dt == rt.F32, hasOther || dt != rt.F32
+				}
+			}
+		}
+		f32Row := hasF32 || !hasOther
 		for _, dt := range rt.DTypes {
 			cells, any := make([]string, len(rt.Devices)), false
 			for i, d := range rt.Devices {
@@ -61,7 +72,7 @@ func printMatrix(w io.Writer, reg *rt.Registry) error {
 					cells[i], any = p.Name, true
 				}
 			}
-			if !any && dt != rt.F32 {
+			if !any && (dt != rt.F32 || !f32Row) {
 				continue // only list weight dtypes that some backend has
 			}
 			fmt.Fprintf(tw, "%s\t%s", op, dt)

@@ -34,6 +34,11 @@ type Cache struct {
 	next        ahead
 	nextSeqs    []Seq
 	placeholder []int32
+
+	// Batch-1 decode through DecodeLayers (persistent.go): the runs of
+	// blocks over this cache's states, and the op's operands.
+	runs   []decodeRun
+	decode rt.DecodeLayersArgs
 }
 
 // CacheSizes are the bytes one KV block and one state slot take.

@@ -209,7 +209,10 @@ func TestGPUDecodeStepsReplayAsGraphs(t *testing.T) {
 var gpuStepFixtures = []string{"qwen35-dense", "qwen35moe"}
 
 func decodeStepsReplayAsGraphs(t *testing.T, name string) {
-	fx, m := onCUDA(t, name)
+	// Op by op, so that the eager steps (observed: op by op always) run the
+	// same kernels; TestPersistentDecodeMatchesOpByOp checks the other path.
+	fx := oracle.Load(t, name)
+	m := loadOn(t, cudaBackend(t), fx.Dir, qwen35.Options{OpByOp: true})
 	c := fx.Cases[2] // 80 tokens
 	before := cuda.Graphs()
 	graphed := run(t, m, c.IDs, 1)
@@ -472,6 +475,48 @@ func TestChainedStepsMatch(t *testing.T) {
 						t.Errorf("round %d, sequence %d: %v chained, %v one step at a time", round, i, got[i], want[i])
 					}
 				}
+			}
+		})
+	}
+}
+
+// TestPersistentDecodeMatchesOpByOp decodes the dense fixtures token by
+// token on the GPU with the persistent kernel (DecodeLayers: every DeltaNet
+// mixer and MLP between two attention layers as one launch, replayed in
+// graphs) and op by op: the logits must agree to float rounding, and
+// stay within cudaTolerance of transformers. On a GPU that cannot run the
+// kernel (the emulator) it is skipped with the reason; on an sm_80 or later
+// GPU the path must be taken.
+func TestPersistentDecodeMatchesOpByOp(t *testing.T) {
+	be := cudaBackend(t)
+	if pd, ok := be.Memory().(rt.PersistentDecoder); !ok {
+		t.Fatal("cuda memory is no PersistentDecoder")
+	} else if err := pd.PersistentDecode(); err != nil {
+		if strings.Contains(err.Error(), "emulator") {
+			t.Skipf("no persistent kernel here: %v", err)
+		}
+		t.Fatalf("a GPU that cannot run the persistent kernel: %v", err)
+	}
+	for _, name := range []string{"qwen35-dense", "qwen35-dense-norope", "qwen35-dense-h256-vlayout"} {
+		t.Run(name, func(t *testing.T) {
+			fx := oracle.Load(t, name)
+			fused := loadOn(t, be, fx.Dir, qwen35.Options{})
+			chain := loadOn(t, be, fx.Dir, qwen35.Options{OpByOp: true})
+			if !qwen35.Persistent(fused) || qwen35.Persistent(chain) {
+				t.Fatalf("persistent: %v and %v, want true and false", qwen35.Persistent(fused), qwen35.Persistent(chain))
+			}
+			c := fx.Cases[2] // 80 tokens
+			before := cuda.Graphs()
+			got := run(t, fused, c.IDs, 1)
+			if after := cuda.Graphs(); after.Launches-before.Launches < len(c.IDs)/2 {
+				t.Errorf("%d of %d decode steps ran as graphs", after.Launches-before.Launches, len(c.IDs))
+			}
+			want := run(t, chain, c.IDs, 1)
+			if d, i := oracle.MaxDiff(got, want); d > 1e-3 {
+				t.Errorf("persistent and op-by-op steps differ by %g (token %d)", d, i/fused.Config.VocabSize)
+			}
+			if d, _ := oracle.MaxDiff(got, oracle.ReadF32(t, c.Logits)); d > cudaTolerance {
+				t.Errorf("persistent steps: max |Δlogit| %g against transformers", d)
 			}
 		})
 	}

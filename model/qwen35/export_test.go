@@ -26,3 +26,6 @@ type Source = model.Source
 
 // SetRecordAhead turns recording the next step ahead on or off.
 func SetRecordAhead(on bool) { recordAhead = on }
+
+// Persistent reports whether m's batch-1 decode steps run as DecodeLayers.
+func Persistent(m *Model) bool { return m.persistent }

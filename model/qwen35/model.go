@@ -41,6 +41,9 @@ type Model struct {
 	placed    []*rt.Tensor // copies of the weights in device memory
 	fused     bool
 	allReduce func(*rt.Tensor) error // tensor parallel: Options.AllReduce
+	// persistent: a batch-1 decode step runs its DeltaNet mixers and MLPs
+	// as DecodeLayers ops (persistent.go).
+	persistent bool
 }
 
 // Options choose among the model's paths.
@@ -53,6 +56,9 @@ type Options struct {
 	// AllReduce, set on a tensor-parallel rank (ShardSource), sums a
 	// block's output [T, H] over the ranks in place, before the residual.
 	AllReduce func(out *rt.Tensor) error
+	// OpByOp runs batch-1 decode steps op by op even where the backend
+	// can run runs of layers as one persistent kernel (DecodeLayers).
+	OpByOp bool
 
 	concat bool // concatenate projections in host memory too (tests)
 }
@@ -129,6 +135,13 @@ func LoadFrom(cfg *Config, src model.Source, be *rt.Backend, opts Options) (*Mod
 	}
 	m.Paths, m.be, m.src, m.fused, m.weightBytes, m.params, m.placed = need, be, src, !opts.Composite, b.bytes, b.params, b.placed
 	m.allReduce = opts.AllReduce
+	if !opts.OpByOp && m.allReduce == nil && be.Device() != rt.CPU {
+		err := m.persistentPath()
+		m.persistent = err == nil
+		if err != nil {
+			slog.Info("qwen35: batch-1 decode runs op by op", "why", err)
+		}
+	}
 	if unused := unusedTensors(src, b.used); len(unused) > 0 {
 		slog.Debug("qwen35: checkpoint tensors not used by the text model", "count", len(unused), "first", unused[0])
 	}
@@ -421,7 +434,14 @@ func (m *Model) forward(c *Cache, seqs []Seq, fo ForwardOptions) (stepOut, error
 	// observes each layer's x.
 	normed, mixed := ar.New(rt.F32, n, h), ar.New(rt.F32, n, h)
 	pending := false
-	for i := range m.Layers {
+	layers := m.Layers
+	if m.persistent && len(seqs) == 1 && len(seqs[0].Tokens) == 1 && fo.Hidden == nil {
+		if err := m.persistentStep(c, b, x); err != nil {
+			return stepOut{}, err
+		}
+		layers = nil
+	}
+	for i := range layers {
 		mark := ar.Mark() // a layer's intermediates are the next one's buffers
 		if err := m.layer(i, c, b, x, normed, mixed, pending); err != nil {
 			return stepOut{}, fmt.Errorf("qwen35: layer %d (%s): %w", i, m.Layers[i].Kind, err)

@@ -123,6 +123,7 @@ type Context struct {
 	resident  map[uintptr]int              // blocks of a kernel (of 256 threads) resident at once on the GPU
 	bigShared map[uintptr]int              // kernels allowed more than 48 KiB of shared memory: how much
 	experts   map[*rt.Experts]*expertTable // moe_experts weight tables, uploaded at first use
+	persist   persistent                   // decode_layers (persistent.go)
 	blas      *blas
 	// An eager launch's argument values and the pointers to them that the
 	// driver reads (here, not on the stack: they escape through purego).
@@ -613,6 +614,11 @@ func (c *Context) launch2(name string, grid, gridY, block, shared int, args ...k
 	if err != nil {
 		return err
 	}
+	return c.launchFn(fn, name, grid, gridY, block, shared, args...)
+}
+
+// launchFn runs function fn (named name), of any module loaded.
+func (c *Context) launchFn(fn uintptr, name string, grid, gridY, block, shared int, args ...karg) error {
 	if shared > 48<<10 && shared > c.bigShared[fn] {
 		cuFuncSetAttribute(fn, funcAttrMaxDynShared, int32(shared))
 		c.bigShared[fn] = shared

@@ -49,6 +49,9 @@ func Register(reg *rt.Registry) error {
 		rt.Register(reg, rt.DeltaNetStep, rt.CUDA, f32, Provider, deltaNetStep),
 		rt.Register(reg, rt.GatherRows, rt.CUDA, f32, Provider, gatherRows),
 		rt.Register(reg, rt.Argmax, rt.CUDA, f32, Provider, argmax),
+		// Where the GPU can run it (memory's PersistentDecode); else the
+		// model runs the ops it replaces.
+		rt.Register(reg, rt.DecodeLayers, rt.CUDA, rt.BF16, Provider, decodeLayers),
 	}
 	for dt := range quantTypes {
 		regs = append(regs, rt.Register(reg, rt.MatMul, rt.CUDA, dt, Provider, matMul),

@@ -1,0 +1,414 @@
+// govllm's persistent decode kernel (sm_80 and later), compiled by NVRTC
+// apart from kernels.cu: it needs every block resident at once, which the
+// CPU emulator (tools/cudaemu) cannot give, so the backend runs the chain
+// of ops where this module does not load.
+//
+// decode_layers runs a batch-1 decode step through a run of dense Qwen3.5
+// blocks (Gated DeltaNet mixers and SwiGLU MLPs) as one launch: a block an
+// SM, the grid meeting at a barrier between dependent phases. The weights
+// do not wait for the barriers: the block's last warp streams its rows of
+// every matrix (and its share of the DeltaNet states), in order, into a
+// ring of shared-memory slots, held back only by slots not yet read; the
+// other warps wait for the phase's input, stage it in shared memory
+// (normalised as the phase needs) and take the slots in turn. A mixer is
+// three phases (the input projection with the causal conv in its rows'
+// epilogue, the delta rule spread over (value head, 16 columns), the
+// output projection with the gated norm in its staging and the residual
+// add in its epilogue), an MLP two (gate and up with SwiGLU, down with the
+// residual add). Between a kernel's phases a graph would have a launch and
+// a norm kernel each; here the only waits are on data.
+
+typedef long long i64;
+typedef unsigned short u16;
+
+enum { PH_GEMV = 0, PH_RULE = 1 };
+enum { ST_RAW = 0, ST_NORM = 1, ST_GATED = 2 };
+enum { EP_STORE = 0, EP_ADD = 1, EP_CONV = 2, EP_GLU = 3 };
+
+// Phase is one step of the program; persistent.go writes the same layout
+// (152 bytes). The program holds no address that changes between steps:
+// x, the scratch and the state slot come as the launch's arguments, and
+// src, z and out name a buffer (BUF_*) and an offset in it.
+struct Phase {
+    const u16* w;       // GEMV: [N, K] bf16 ([2N, K] for EP_GLU: gate rows, then up)
+    const float* normw; // ST_NORM: [K] (used as 1 + w); ST_GATED: [dv]
+    const float* convw; // EP_CONV: [C, Kc]
+    float* convst;      // EP_CONV: the states [S, Kc-1, C]
+    float* rec;         // RULE: the states [S, hv, dk, dv]
+    const float* alog;  // RULE: [hv]
+    const float* dtb;   // RULE: [hv]
+    i64 conv_stride, rec_stride; // a slot's state, in floats
+    int kind, N, K, stage;
+    int epi, C, Kc, hk;
+    int hv, dk, dv, tiled;
+    float eps, qkeps;
+    int src, z, out;             // BUF_*: the staged input (GEMV) or the conv'd projections (RULE); ST_GATED's z; the output
+    int src_off, z_off, out_off; // in floats
+};
+enum { BUF_X = 1, BUF_PROJ = 2, BUF_CORE = 3, BUF_HIDDEN = 4 };
+
+// Bufs are the launch's buffers; Ptr a phase's addresses in them.
+struct Bufs { float *x, *proj, *core, *hidden; int slot; };
+struct Ptr { const float *src, *z; float *out, *convst, *rec; };
+__device__ __forceinline__ float* buf_at(const Bufs& b, int id, int off) {
+    float* base = id == BUF_X ? b.x : id == BUF_PROJ ? b.proj : id == BUF_CORE ? b.core : b.hidden;
+    return base + off;
+}
+__device__ __forceinline__ Ptr resolve(const Phase& p, const Bufs& b) {
+    Ptr q;
+    q.src = buf_at(b, p.src, p.src_off);
+    q.z = buf_at(b, p.z, p.z_off);
+    q.out = buf_at(b, p.out, p.out_off);
+    q.convst = p.convst + b.slot * p.conv_stride;
+    q.rec = p.rec + b.slot * p.rec_stride;
+    return q;
+}
+
+#define CW 8                 // consumer warps
+#define NT (32 * CW)         // consumer threads
+#define RULE_COLS 16         // state columns a RULE item takes
+#define SPIN_NS 4000000000ull // a wait longer than this is a bug: trap, not hang
+
+__device__ __forceinline__ float sigmoidf_(float x) { return 1.f / (1.f + expf(-x)); }
+__device__ __forceinline__ float warp_sum(float v) {
+    for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+    return v;
+}
+__device__ __forceinline__ unsigned long long now_ns() {
+    unsigned long long t;
+    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+    return t;
+}
+__device__ __forceinline__ float ld_cg(const float* p) {
+    float v;
+    asm volatile("ld.global.cg.f32 %0, [%1];" : "=f"(v) : "l"(p));
+    return v;
+}
+__device__ __forceinline__ float dot8(uint4 q, float4 a, float4 b) {
+    return a.x * __uint_as_float(q.x << 16) + a.y * __uint_as_float(q.x & 0xffff0000u) + a.z * __uint_as_float(q.y << 16) +
+           a.w * __uint_as_float(q.y & 0xffff0000u) + b.x * __uint_as_float(q.z << 16) + b.y * __uint_as_float(q.z & 0xffff0000u) +
+           b.z * __uint_as_float(q.w << 16) + b.w * __uint_as_float(q.w & 0xffff0000u);
+}
+__device__ __forceinline__ unsigned s_addr(const void* p) {
+    unsigned a;
+    asm("{ .reg .u64 t; cvta.to.shared.u64 t, %1; cvt.u32.u64 %0, t; }" : "=r"(a) : "l"(p));
+    return a;
+}
+__device__ __forceinline__ void mbar_init(unsigned a, int count) { asm volatile("mbarrier.init.shared.b64 [%0], %1;" ::"r"(a), "r"(count) : "memory"); }
+__device__ __forceinline__ void mbar_wait(unsigned a, unsigned parity) {
+    unsigned done;
+    unsigned long long t0 = 0;
+    for (int i = 0;; i++) {
+        asm volatile("{ .reg .pred p; mbarrier.test_wait.parity.shared.b64 p, [%1], %2; selp.u32 %0, 1, 0, p; }" : "=r"(done) : "r"(a), "r"(parity) : "memory");
+        if (done) return;
+        if ((i & 1023) == 0) {
+            unsigned long long t = now_ns();
+            if (t0 == 0) t0 = t;
+            else if (t - t0 > SPIN_NS) __trap();
+        }
+    }
+}
+__device__ __forceinline__ void mbar_arrive(unsigned a) { asm volatile("{ .reg .b64 s; mbarrier.arrive.shared.b64 s, [%0]; }" ::"r"(a) : "memory"); }
+__device__ __forceinline__ void cp16(unsigned dst, const void* src) { asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(dst), "l"(src) : "memory"); }
+__device__ __forceinline__ void cp_arrive(unsigned a) { asm volatile("cp.async.mbarrier.arrive.noinc.shared.b64 [%0];" ::"r"(a) : "memory"); }
+__device__ __forceinline__ void consumers_sync() { asm volatile("bar.sync 1, %0;" ::"r"(NT) : "memory"); }
+__device__ __forceinline__ void depend_wait() {
+#if __CUDA_ARCH__ >= 900
+    asm volatile("griddepcontrol.wait;" ::: "memory");
+#endif
+}
+
+// await_count spins until the grid's barrier count reaches goal.
+__device__ __forceinline__ void await_count(const unsigned* bar, unsigned goal) {
+    unsigned v;
+    unsigned long long t0 = 0;
+    for (int i = 0;; i++) {
+        asm volatile("ld.acquire.gpu.u32 %0, [%1];" : "=r"(v) : "l"(bar) : "memory");
+        if ((int)(v - goal) >= 0) return;
+        if ((i & 255) == 0) {
+            unsigned long long t = now_ns();
+            if (t0 == 0) t0 = t;
+            else if (t - t0 > SPIN_NS) __trap();
+        }
+    }
+}
+
+// Rows is a block's share of a GEMV phase: rows r0..r0+n (of d), in
+// chunks of rpc rows, one ring slot each.
+struct Rows { int r0, n, rpc, chunks; };
+__device__ __forceinline__ Rows rows_of(const Phase& p, int slot_bytes) {
+    Rows r;
+    r.r0 = (int)((i64)p.N * blockIdx.x / gridDim.x);
+    r.n = (int)((i64)p.N * (blockIdx.x + 1) / gridDim.x) - r.r0;
+    int row_bytes = 2 * p.K * (p.epi == EP_GLU ? 2 : 1);
+    r.rpc = max(1, slot_bytes / row_bytes);
+    r.chunks = (r.n + r.rpc - 1) / r.rpc;
+    return r;
+}
+__device__ __forceinline__ int rule_items(const Phase& p) { return p.hv * (p.dv / RULE_COLS); }
+// rule_chunks is how many RULE items (one slot each) this block takes.
+__device__ __forceinline__ int rule_chunks(const Phase& p) {
+    int items = rule_items(p);
+    return blockIdx.x < items ? (items - 1 - blockIdx.x) / gridDim.x + 1 : 0;
+}
+
+// produce streams, in program order, the block's weight rows of every
+// GEMV phase and its DeltaNet state columns of every RULE phase.
+__device__ void produce(const Phase* prog, int n, const Bufs& bufs, unsigned char* slot0, unsigned long long* full,
+                        unsigned long long* empty, int slot_bytes, int slots) {
+    int lane = threadIdx.x & 31;
+    bool waited = false;
+    i64 s = 0;
+    for (int i = 0; i < n; i++) {
+        const Phase& p = prog[i];
+        if (p.kind == PH_GEMV) {
+            Rows r = rows_of(p, slot_bytes);
+            for (int c = 0; c < r.chunks; c++, s++) {
+                int slot = (int)(s % slots);
+                mbar_wait(s_addr(empty + slot), ((unsigned)(s / slots) & 1u) ^ 1u);
+                int row = r.r0 + c * r.rpc, rows = min(r.rpc, r.n - c * r.rpc), units = rows * (p.K / 8);
+                unsigned dst = s_addr(slot0 + (i64)slot * slot_bytes);
+                const uint4* src = (const uint4*)(p.w + (i64)row * p.K);
+                for (int u = lane; u < units; u += 32) cp16(dst + 16 * u, src + u);
+                if (p.epi == EP_GLU) { // the up rows after the gate rows
+                    src = (const uint4*)(p.w + (i64)(p.N + row) * p.K);
+                    for (int u = lane; u < units; u += 32) cp16(dst + 16 * (units + u), src + u);
+                }
+                cp_arrive(s_addr(full + slot));
+            }
+        } else {
+            if (!waited) { // the states are written by the step before
+                depend_wait();
+                waited = true;
+            }
+            Ptr a = resolve(p, bufs);
+            int groups = p.dv / RULE_COLS, items = rule_items(p);
+            for (int it = blockIdx.x; it < items; it += gridDim.x, s++) {
+                int slot = (int)(s % slots);
+                mbar_wait(s_addr(empty + slot), ((unsigned)(s / slots) & 1u) ^ 1u);
+                int h = it / groups, j0 = (it % groups) * RULE_COLS;
+                unsigned dst = s_addr(slot0 + (i64)slot * slot_bytes);
+                const float* S = a.rec + (i64)h * p.dk * p.dv + j0;
+                for (int u = lane; u < p.dk * 4; u += 32) cp16(dst + 16 * u, S + (i64)(u >> 2) * p.dv + 4 * (u & 3));
+                cp_arrive(s_addr(full + slot));
+            }
+        }
+    }
+    asm volatile("cp.async.wait_all;" ::: "memory");
+}
+
+// stage writes the phase's input, as it reads it, into xs.
+__device__ void stage(const Phase& p, const Ptr& a, float* xs, float* red) {
+    int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
+    if (p.stage == ST_GATED) { // each value head normalised over its dv, times silu(z)
+        for (int h = warp; h < p.hv; h += CW) {
+            float ss = 0.f;
+            for (int j = lane; j < p.dv; j += 32) {
+                float v = ld_cg(a.src + (i64)h * p.dv + j);
+                ss += v * v;
+            }
+            ss = warp_sum(ss);
+            if (lane == 0) red[h] = rsqrtf(ss / p.dv + p.eps);
+        }
+        consumers_sync();
+        for (int k = tid; k < p.K; k += NT) {
+            float zz = ld_cg(a.z + k);
+            xs[k] = ld_cg(a.src + k) * red[k / p.dv] * p.normw[k % p.dv] * (zz * sigmoidf_(zz));
+        }
+        consumers_sync();
+        return;
+    }
+    float ss = 0.f;
+    for (int k = tid; k < p.K; k += NT) {
+        float v = ld_cg(a.src + k);
+        xs[k] = v;
+        ss += v * v;
+    }
+    if (p.stage == ST_NORM) {
+        ss = warp_sum(ss);
+        if (lane == 0) red[warp] = ss;
+        consumers_sync();
+        float tot = 0.f;
+        for (int w = 0; w < CW; w++) tot += red[w];
+        float inv = rsqrtf(tot / p.K + p.eps);
+        for (int k = tid; k < p.K; k += NT) xs[k] = xs[k] * inv * (1.f + p.normw[k]);
+    }
+    consumers_sync();
+}
+
+// finish writes row r's dot product v as the phase's epilogue says.
+__device__ __forceinline__ void finish(const Phase& p, const Ptr& a, int r, float v) {
+    if (p.epi == EP_ADD) {
+        a.out[r] = ld_cg(a.out + r) + v;
+    } else if (p.epi == EP_CONV && r < p.C) { // the causal conv with SiLU of channel r; its state advances
+        int K = p.Kc;
+        const float* w = p.convw + (i64)r * K;
+        float acc = w[K - 1] * v, in[8];
+#pragma unroll
+        for (int j = 0; j < 8; j++)
+            if (j < K - 1) in[j] = ld_cg(a.convst + (i64)j * p.C + r);
+#pragma unroll
+        for (int j = 0; j < 8; j++)
+            if (j < K - 1) acc += w[j] * in[j];
+#pragma unroll
+        for (int j = 0; j < 7; j++)
+            if (j < K - 2) a.convst[(i64)j * p.C + r] = in[j + 1];
+        if (K > 1) a.convst[(i64)(K - 2) * p.C + r] = v;
+        a.out[r] = acc * sigmoidf_(acc);
+    } else {
+        a.out[r] = v;
+    }
+}
+
+// gemv computes the block's rows of a GEMV phase from the ring.
+__device__ void gemv(const Phase& p, const Ptr& a, const float* xs, const unsigned char* slot0, unsigned long long* full,
+                     unsigned long long* empty, i64 s, int slot_bytes, int slots) {
+    int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, units = p.K / 8;
+    Rows r = rows_of(p, slot_bytes);
+    const float4* xv = (const float4*)xs;
+    bool glu = p.epi == EP_GLU;
+    for (int c = warp; c < r.chunks; c += CW) {
+        i64 sc = s + c;
+        int slot = (int)(sc % slots);
+        mbar_wait(s_addr(full + slot), (unsigned)(sc / slots) & 1u);
+        const uint4* wq = (const uint4*)(slot0 + (i64)slot * slot_bytes);
+        int row = r.r0 + c * r.rpc, rows = min(r.rpc, r.n - c * r.rpc), step = glu ? 2 : 4;
+        for (int g = 0; g < rows; g += step) {
+            // GLU: acc 0, 1 are gate rows g, g+1 and 2, 3 their up rows.
+            int live = min(step, rows - g);
+            const uint4* wr[4];
+#pragma unroll
+            for (int q = 0; q < 4; q++) wr[q] = wq + (i64)(g + (glu ? (q & 1) + (q >> 1) * rows : q)) * units;
+            float acc[4] = {0.f, 0.f, 0.f, 0.f};
+            for (int u = lane; u < units; u += 32) {
+                float4 x0 = xv[2 * u], x1 = xv[2 * u + 1];
+#pragma unroll
+                for (int q = 0; q < 4; q++)
+                    if ((glu ? (q & 1) : q) < live) acc[q] += dot8(wr[q][u], x0, x1);
+            }
+#pragma unroll
+            for (int q = 0; q < 4; q++) acc[q] = warp_sum(acc[q]);
+            if (glu) {
+                if (lane < live) {
+                    float gt = lane == 0 ? acc[0] : acc[1], up = lane == 0 ? acc[2] : acc[3];
+                    a.out[row + g + lane] = gt * sigmoidf_(gt) * up;
+                }
+            } else if (lane < live) {
+                float v = lane == 0 ? acc[0] : lane == 1 ? acc[1] : lane == 2 ? acc[2] : acc[3];
+                finish(p, a, row + g + lane, v);
+            }
+        }
+        __syncwarp();
+        if (lane == 0) mbar_arrive(s_addr(empty + slot));
+    }
+}
+
+// rule runs the block's items of a RULE phase: the gated delta rule for 16
+// columns of a value head's state, which the producer put in a slot; it
+// writes the head's raw output (the next phase normalises it). Thread t
+// takes column t % 16 and rows t / 16 + 16m.
+__device__ void rule(const Phase& p, const Ptr& a, const unsigned char* slot0, unsigned long long* full,
+                     unsigned long long* empty, i64 s, int slot_bytes, int slots, float* red) {
+    int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, c = tid & 15, rp = tid >> 4;
+    int groups = p.dv / RULE_COLS, items = rule_items(p), M = p.dk / 16, ratio = p.hv / p.hk;
+    int vd = p.hv * p.dv;
+    for (int it = blockIdx.x; it < items; it += gridDim.x, s++) {
+        int h = it / groups, j0 = (it % groups) * RULE_COLS;
+        int kh = p.tiled ? h % p.hk : h / ratio;
+        const float *q = a.src + (i64)kh * p.dk, *k = a.src + (i64)(p.hk + kh) * p.dk;
+        // Each warp takes the norms itself: no barrier for them.
+        float qq = 0.f, kk = 0.f, qk = 0.f;
+        for (int i = lane; i < p.dk; i += 32) {
+            float u = ld_cg(q + i), w = ld_cg(k + i);
+            qq += u * u, kk += w * w, qk += u * w;
+        }
+        qq = warp_sum(qq), kk = warp_sum(kk), qk = warp_sum(qk);
+        float qn = rsqrtf((float)p.dk) * rsqrtf(qq + p.qkeps), kn = rsqrtf(kk + p.qkeps);
+        float kq = qk * qn * kn;
+        float qr[8], kr[8];
+#pragma unroll
+        for (int m = 0; m < 8; m++)
+            if (m < M) qr[m] = ld_cg(q + rp + 16 * m) * qn, kr[m] = ld_cg(k + rp + 16 * m) * kn;
+        float v = ld_cg(a.src + 2 * p.hk * p.dk + (i64)h * p.dv + j0 + c);
+        float ga = ld_cg(a.src + p.C + vd + p.hv + h) + p.dtb[h], beta = sigmoidf_(ld_cg(a.src + p.C + vd + h));
+        float sp = ga > 20.f ? ga : log1pf(expf(ga)); // torch's softplus threshold
+        float e = expf(-expf(p.alog[h]) * sp);
+        int slot = (int)(s % slots);
+        mbar_wait(s_addr(full + slot), (unsigned)(s / slots) & 1u);
+        const float* S = (const float*)(slot0 + (i64)slot * slot_bytes); // [dk][16]
+        float Sr[8], sk = 0.f, sq = 0.f;
+#pragma unroll
+        for (int m = 0; m < 8; m++)
+            if (m < M) {
+                Sr[m] = S[(rp + 16 * m) * RULE_COLS + c];
+                sk += Sr[m] * kr[m], sq += Sr[m] * qr[m];
+            }
+        sk += __shfl_xor_sync(0xffffffffu, sk, 16);
+        sq += __shfl_xor_sync(0xffffffffu, sq, 16);
+        if (lane < 16) red[warp * 32 + c] = sk, red[warp * 32 + 16 + c] = sq;
+        consumers_sync();
+        if (tid == 0) mbar_arrive(s_addr(empty + slot)); // S is in registers now
+        sk = 0.f, sq = 0.f;
+        for (int w = 0; w < CW; w++) sk += red[w * 32 + c], sq += red[w * 32 + 16 + c];
+        float delta = beta * (v - e * sk);
+        float* Sg = a.rec + (i64)h * p.dk * p.dv + j0 + c;
+#pragma unroll
+        for (int m = 0; m < 8; m++)
+            if (m < M) Sg[(i64)(rp + 16 * m) * p.dv] = e * Sr[m] + kr[m] * delta;
+        if (rp == 0) a.out[(i64)h * p.dv + j0 + c] = e * sq + kq * delta;
+        consumers_sync(); // red is written again by the next item
+    }
+}
+
+// decode_layers runs prog (n phases); bar is a barrier count that only
+// launches of n phases on this grid share. Dynamic shared memory: x staged
+// (4·max_k bytes), then the ring (slots × slot_bytes), then an mbarrier a
+// slot for full and one for empty.
+extern "C" __global__ void __launch_bounds__(NT + 32, 1) decode_layers(const Phase* prog, int n, unsigned* bar, int slot_bytes, int slots,
+                                                                       int max_k, int slot, float* x, float* proj, float* core, float* hidden) {
+    extern __shared__ __align__(16) unsigned char sm[];
+    __shared__ float red[2 * 32 * CW];
+    __shared__ unsigned base;
+    float* xs = (float*)sm;
+    unsigned char* slot0 = sm + 4 * (i64)max_k;
+    unsigned long long* full = (unsigned long long*)(slot0 + (i64)slots * slot_bytes);
+    unsigned long long* empty = full + slots;
+    Bufs bufs = {x, proj, core, hidden, slot};
+    int warp = threadIdx.x >> 5;
+    if (threadIdx.x == 0) {
+        for (int s = 0; s < slots; s++) {
+            mbar_init(s_addr(full + s), 32);
+            mbar_init(s_addr(empty + s), 1);
+        }
+        // Every launch of n phases adds grid × n, so this one starts at the
+        // multiple of that at or below the count: no block has arrived at
+        // its last barrier yet.
+        unsigned v = *(volatile unsigned*)bar;
+        base = v - v % (gridDim.x * (unsigned)n);
+    }
+    __syncthreads();
+    if (warp == CW) {
+        produce(prog, n, bufs, slot0, full, empty, slot_bytes, slots);
+        return;
+    }
+    depend_wait(); // x, the projections and the states come from kernels before
+    i64 s = 0;
+    for (int i = 0; i < n; i++) {
+        const Phase& p = prog[i];
+        Ptr a = resolve(p, bufs);
+        if (i > 0) {
+            if (threadIdx.x == 0) await_count(bar, base + gridDim.x * (unsigned)i);
+            consumers_sync();
+        }
+        if (p.kind == PH_GEMV) {
+            stage(p, a, xs, red);
+            gemv(p, a, xs, slot0, full, empty, s, slot_bytes, slots);
+            s += rows_of(p, slot_bytes).chunks;
+        } else {
+            rule(p, a, slot0, full, empty, s, slot_bytes, slots, red);
+            s += rule_chunks(p);
+        }
+        consumers_sync();
+        if (threadIdx.x == 0) asm volatile("red.release.gpu.global.add.u32 [%0], 1;" ::"l"(bar) : "memory");
+    }
+}

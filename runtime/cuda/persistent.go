@@ -1,0 +1,266 @@
+//go:build linux && amd64
+
+package cuda
+
+import (
+	_ "embed"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"strings"
+	"unsafe"
+
+	rt "github.com/govllm/govllm/runtime"
+)
+
+//go:embed persistent.cu
+var persistentSource string
+
+// The layout persistent.cu's Phase and decode_layers share.
+const (
+	phaseWords     = 38 // int32s of a Phase
+	decodeWarps    = 8  // CW: consumer warps
+	ruleCols       = 16 // RULE_COLS
+	maxPhases      = 255
+	attrMaxSharedO = 97 // CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN
+)
+
+const (
+	phGEMV, phRule                 = 0, 1
+	stRaw, stNorm, stGated         = 0, 1, 2
+	epStore, epAdd, epConv, epGLU  = 0, 1, 2, 3
+	bufX, bufProj, bufCore, bufHid = 1, 2, 3, 4
+)
+
+// persistent is the decode_layers module, loaded at first use.
+type persistent struct {
+	tried     bool
+	err       error // why the module cannot run here
+	mod, fn   uintptr
+	maxShared int     // dynamic shared memory a block may have
+	bars      uintptr // a barrier count per program length
+	progs     map[string]uintptr
+	buf       []int32 // the program being built
+}
+
+// errPersistentOff is GOVLLM_CUDA_PERSISTENT=off.
+var errPersistentOff = errors.New("turned off by GOVLLM_CUDA_PERSISTENT=off")
+
+// PersistentDecode reports whether decode_layers runs on this GPU (nil) or
+// why not: it needs sm_80 or later, every block of its grid resident at
+// once and a real NVRTC (the emulator has neither). It loads the module the
+// first time (compiled by NVRTC and cached like kernels.cu).
+func (m memory) PersistentDecode() error {
+	return m.c.do(func() error { return m.c.persistentReady() })
+}
+
+func (c *Context) persistentReady() error {
+	ps := &c.persist
+	if ps.tried {
+		return ps.err
+	}
+	ps.tried = true
+	ps.err = c.loadPersistent()
+	if ps.err != nil {
+		slog.Info("cuda: batch-1 decode runs op by op", "reason", ps.err)
+	}
+	return ps.err
+}
+
+func (c *Context) loadPersistent() error {
+	ps := &c.persist
+	switch {
+	case os.Getenv("GOVLLM_CUDA_PERSISTENT") == "off":
+		return errPersistentOff
+	case c.Major < 8:
+		return fmt.Errorf("sm_%d%d: the persistent kernel needs sm_80 or later", c.Major, c.Minor)
+	case strings.HasPrefix(c.Name, "cudaemu"):
+		return errors.New("the CPU emulator cannot hold a grid's blocks resident at once")
+	}
+	image, err := compile(persistentSource, "persistent.cu", c.Major, c.Minor)
+	if err != nil {
+		return err
+	}
+	if err := check("cuModuleLoadData", cuModuleLoadData(&ps.mod, unsafe.Pointer(unsafe.SliceData(image)))); err != nil {
+		return err
+	}
+	if err := check("cuModuleGetFunction decode_layers", cuModuleGetFunction(&ps.fn, ps.mod, "decode_layers")); err != nil {
+		return err
+	}
+	var v int32
+	cuDeviceGetAttribute(&v, attrMaxSharedO, 0)
+	ps.maxShared = int(v) - 4<<10 // the kernel's static shared memory, and a margin
+	if ps.maxShared < 64<<10 {
+		return fmt.Errorf("%d KiB of shared memory a block: too little for the weight ring", v>>10)
+	}
+	if err := check("cuMemAlloc", cuMemAlloc(&ps.bars, 4*(maxPhases+1))); err != nil {
+		return err
+	}
+	if err := check("cuMemsetD8", cuMemsetD8(ps.bars, 0, 4*(maxPhases+1))); err != nil {
+		return err
+	}
+	ps.progs = map[string]uintptr{}
+	return nil
+}
+
+// decodeLayers runs d as one decode_layers launch (see persistent.cu).
+func decodeLayers(d *rt.DecodeLayersArgs) {
+	kernel(rt.OpDecodeLayers, func(c *Context) error {
+		if err := c.persistentReady(); err != nil {
+			return err
+		}
+		ps := &c.persist
+		prog, shape, err := buildProgram(ps.buf[:0], d)
+		ps.buf = prog
+		if err != nil {
+			return err
+		}
+		n := len(prog) / phaseWords
+		if n > maxPhases {
+			return fmt.Errorf("%d phases, over %d", n, maxPhases)
+		}
+		slotBytes := (max(8<<10, shape.rowBytes) + 15) &^ 15
+		slots := min(32, (ps.maxShared-4*shape.maxK)/(slotBytes+16))
+		if slots <= decodeWarps {
+			return fmt.Errorf("rows of %d bytes and inputs of %d values leave %d ring slots in %d KiB of shared memory; the kernel needs %d",
+				shape.rowBytes, shape.maxK, slots, ps.maxShared>>10, decodeWarps+1)
+		}
+		shared := 4*shape.maxK + slots*(slotBytes+16)
+		dev, err := c.program(prog)
+		if err != nil {
+			return err
+		}
+		bar := ps.bars + uintptr(4*n)
+		return c.launchFn(ps.fn, "decode_layers", c.SMs, 1, 32*(decodeWarps+1), shared,
+			p(dev), p(int32(n)), p(bar), p(int32(slotBytes)), p(int32(slots)), p(int32(shape.maxK)), p(d.Slot),
+			p(d.X.DevicePtr()), p(d.Proj.DevicePtr()), p(d.Core.DevicePtr()), p(d.Hidden.DevicePtr()))
+	})
+}
+
+// program returns the device copy of prog, uploading it the first time: a
+// run's program is the same every step (what changes comes as arguments).
+func (c *Context) program(prog []int32) (uintptr, error) {
+	ps := &c.persist
+	bytes := unsafe.Slice((*byte)(unsafe.Pointer(unsafe.SliceData(prog))), 4*len(prog))
+	if dev, ok := ps.progs[string(bytes)]; ok {
+		return dev, nil
+	}
+	if err := c.flush(); err != nil { // an upload waits: not inside a recording
+		return 0, err
+	}
+	if len(ps.progs) >= 256 { // models come and go: drop the old programs
+		for _, dev := range ps.progs {
+			cuMemFree(dev)
+		}
+		clear(ps.progs)
+	}
+	var dev uintptr
+	if err := check("cuMemAlloc", cuMemAlloc(&dev, uintptr(len(bytes)))); err != nil {
+		return 0, err
+	}
+	if err := check("cuMemcpyHtoD", cuMemcpyHtoD(dev, unsafe.Pointer(unsafe.SliceData(bytes)), uintptr(len(bytes)))); err != nil {
+		cuMemFree(dev)
+		return 0, err
+	}
+	ps.progs[string(bytes)] = dev
+	return dev, nil
+}
+
+// progShape is what a program asks of the ring: its largest slot and staged input.
+type progShape struct{ rowBytes, maxK int }
+
+// phase is one Phase of persistent.cu, as the host writes it.
+type phase struct {
+	w, normw, convw, convst, rec, alog, dtb uintptr
+	convStride, recStride                   int64
+	kind, n, k, stage                       int32
+	epi, c, kc, hk                          int32
+	hv, dk, dv, tiled                       int32
+	eps, qkeps                              float32
+	src, z, out                             int32
+	srcOff, zOff, outOff                    int32
+}
+
+func (f *phase) append(prog []int32) []int32 {
+	var w [phaseWords]int32
+	put := func(i int, v uint64) { w[i], w[i+1] = int32(uint32(v)), int32(uint32(v>>32)) }
+	for i, v := range [...]uintptr{f.w, f.normw, f.convw, f.convst, f.rec, f.alog, f.dtb} {
+		put(2*i, uint64(v))
+	}
+	put(14, uint64(f.convStride))
+	put(16, uint64(f.recStride))
+	copy(w[18:], []int32{f.kind, f.n, f.k, f.stage, f.epi, f.c, f.kc, f.hk, f.hv, f.dk, f.dv, f.tiled})
+	w[30], w[31] = int32(*(*uint32)(unsafe.Pointer(&f.eps))), int32(*(*uint32)(unsafe.Pointer(&f.qkeps)))
+	copy(w[32:], []int32{f.src, f.z, f.out, f.srcOff, f.zOff, f.outOff})
+	return append(prog, w[:]...)
+}
+
+// buildProgram appends d's phases to prog: three a DeltaNet mixer, two an
+// MLP (see persistent.cu).
+func buildProgram(prog []int32, d *rt.DecodeLayersArgs) ([]int32, progShape, error) {
+	var sh progShape
+	h := d.X.Dim(1)
+	gemv := func(f phase, glu bool) (phase, error) {
+		if f.k%8 != 0 {
+			return f, fmt.Errorf("a matrix of %d columns: the kernel reads rows in 16-byte pieces", f.k)
+		}
+		rb := 2 * int(f.k)
+		if glu {
+			rb *= 2
+		}
+		sh.rowBytes, sh.maxK = max(sh.rowBytes, rb), max(sh.maxK, int(f.k))
+		return f, nil
+	}
+	for i, bl := range d.Blocks {
+		var fs [3]phase // no allocation a step
+		nf := 0
+		norm := bl.Norm.DevicePtr()
+		if bl.InProj == nil {
+			inter := bl.Down.Dim(1)
+			up, err := gemv(phase{kind: phGEMV, w: bl.GateUp.DevicePtr(), n: int32(inter), k: int32(h), stage: stNorm, normw: norm,
+				eps: d.Eps, src: bufX, epi: epGLU, out: bufHid}, true)
+			if err != nil {
+				return prog, sh, fmt.Errorf("block %d gate_up: %w", i, err)
+			}
+			down, err := gemv(phase{kind: phGEMV, w: bl.Down.DevicePtr(), n: int32(h), k: int32(inter), stage: stRaw, src: bufHid,
+				epi: epAdd, out: bufX}, false)
+			if err != nil {
+				return prog, sh, fmt.Errorf("block %d down: %w", i, err)
+			}
+			fs[0], fs[1], nf = up, down, 2
+		} else {
+			hv, dk, dv := bl.RecStates.Dim(1), bl.RecStates.Dim(2), bl.RecStates.Dim(3)
+			hk, kc := bl.KeyHeads, bl.ConvW.Dim(1)
+			ch, vd := 2*hk*dk+hv*dv, hv*dv
+			switch {
+			case dk%16 != 0 || dk > 128 || dv%ruleCols != 0:
+				return prog, sh, fmt.Errorf("block %d: key head dim %d, value head dim %d: the kernel takes key dims in multiples of 16 up to 128 and value dims in multiples of %d", i, dk, dv, ruleCols)
+			case kc > 9:
+				return prog, sh, fmt.Errorf("block %d: a conv of %d taps, over 9", i, kc)
+			case hv > 2*32*decodeWarps:
+				return prog, sh, fmt.Errorf("block %d: %d value heads, over %d", i, hv, 2*32*decodeWarps)
+			}
+			in, err := gemv(phase{kind: phGEMV, w: bl.InProj.DevicePtr(), n: int32(ch + vd + 2*hv), k: int32(h), stage: stNorm, normw: norm,
+				eps: d.Eps, src: bufX, epi: epConv, out: bufProj, c: int32(ch), kc: int32(kc), convw: bl.ConvW.DevicePtr(),
+				convst: bl.ConvStates.DevicePtr(), convStride: int64((kc - 1) * ch)}, false)
+			if err != nil {
+				return prog, sh, fmt.Errorf("block %d in_proj: %w", i, err)
+			}
+			rule := phase{kind: phRule, src: bufProj, out: bufCore, c: int32(ch), hk: int32(hk), hv: int32(hv), dk: int32(dk), dv: int32(dv),
+				tiled: int32(b2i(bl.TiledHeads)), qkeps: bl.QKNormEps, alog: bl.ALog.DevicePtr(), dtb: bl.DtBias.DevicePtr(),
+				rec: bl.RecStates.DevicePtr(), recStride: int64(hv * dk * dv)}
+			sh.rowBytes = max(sh.rowBytes, 4*ruleCols*dk)
+			out, err := gemv(phase{kind: phGEMV, w: bl.OutProj.DevicePtr(), n: int32(h), k: int32(vd), stage: stGated, src: bufCore,
+				z: bufProj, zOff: int32(ch), normw: bl.GateNorm.DevicePtr(), hv: int32(hv), dv: int32(dv), eps: d.Eps, epi: epAdd, out: bufX}, false)
+			if err != nil {
+				return prog, sh, fmt.Errorf("block %d out_proj: %w", i, err)
+			}
+			fs[0], fs[1], fs[2], nf = in, rule, out, 3
+		}
+		for j := range nf {
+			prog = fs[j].append(prog)
+		}
+	}
+	return prog, sh, nil
+}
