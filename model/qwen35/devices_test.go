@@ -484,17 +484,13 @@ func TestChainedStepsMatch(t *testing.T) {
 // token on the GPU with the persistent kernel (DecodeLayers: every DeltaNet
 // mixer and MLP between two attention layers as one launch, replayed in
 // graphs) and op by op: the logits must agree to float rounding, and
-// stay within cudaTolerance of transformers. On a GPU that cannot run the
-// kernel (the emulator) it is skipped with the reason; on an sm_80 or later
-// GPU the path must be taken.
+// stay within cudaTolerance of transformers. Every GPU the tests run on
+// (sm_80 and later, and cudaemu) must take the path.
 func TestPersistentDecodeMatchesOpByOp(t *testing.T) {
 	be := cudaBackend(t)
 	if pd, ok := be.Memory().(rt.PersistentDecoder); !ok {
 		t.Fatal("cuda memory is no PersistentDecoder")
 	} else if err := pd.PersistentDecode(); err != nil {
-		if strings.Contains(err.Error(), "emulator") {
-			t.Skipf("no persistent kernel here: %v", err)
-		}
 		t.Fatalf("a GPU that cannot run the persistent kernel: %v", err)
 	}
 	for _, name := range []string{"qwen35-dense", "qwen35-dense-norope", "qwen35-dense-h256-vlayout"} {

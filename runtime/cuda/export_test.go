@@ -99,6 +99,3 @@ func (e *Extra) function(name string) (uintptr, error) {
 func CompileSource(src string, major, minor int) ([]byte, error) {
 	return compile(src, "extra.cu", major, minor)
 }
-
-// PersistentSource is persistent.cu.
-func PersistentSource() string { return persistentSource }

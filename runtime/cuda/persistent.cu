@@ -67,13 +67,55 @@ __device__ __forceinline__ Ptr resolve(const Phase& p, const Bufs& b) {
 #define CW 8                 // consumer warps
 #define NT (32 * CW)         // consumer threads
 #define RULE_COLS 16         // state columns a RULE item takes
+#ifdef GOVLLM_EMU
+#define SPIN_NS 120000000000ull // two cores emulate many threads
+#else
 #define SPIN_NS 4000000000ull // a wait longer than this is a bug: trap, not hang
+#endif
 
 __device__ __forceinline__ float sigmoidf_(float x) { return 1.f / (1.f + expf(-x)); }
 __device__ __forceinline__ float warp_sum(float v) {
     for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
     return v;
 }
+__device__ __forceinline__ float dot8(uint4 q, float4 a, float4 b) {
+    return a.x * __uint_as_float(q.x << 16) + a.y * __uint_as_float(q.x & 0xffff0000u) + a.z * __uint_as_float(q.y << 16) +
+           a.w * __uint_as_float(q.y & 0xffff0000u) + b.x * __uint_as_float(q.z << 16) + b.y * __uint_as_float(q.z & 0xffff0000u) +
+           b.z * __uint_as_float(q.w << 16) + b.w * __uint_as_float(q.w & 0xffff0000u);
+}
+
+// The few instructions below have C++ stand-ins for the CPU emulator,
+// where a block's threads are fibers on one OS thread (so shared memory
+// needs no atomics) and each block of this kernel runs on a thread of its
+// own; a wait lets the block's other fibers, and the other blocks, run.
+#ifdef GOVLLM_EMU
+typedef unsigned long long saddr; // a shared-memory address
+#define DYN_SHARED(name) unsigned char* name = (unsigned char*)emu::block->dynShared
+__device__ __forceinline__ unsigned long long now_ns() { return emu::globaltimer(); }
+__device__ __forceinline__ float ld_cg(const float* p) { return *(const volatile float*)p; }
+__device__ __forceinline__ saddr s_addr(const void* p) { return (saddr)p; }
+// An mbarrier: arrivals still due (low word), then the count and the phase (top bit).
+__device__ __forceinline__ void mbar_init(saddr a, int count) { *(unsigned long long*)a = ((unsigned long long)count << 32) | (unsigned)count; }
+__device__ __forceinline__ bool mbar_done(saddr a, unsigned parity) { return (*(unsigned long long*)a >> 63) != parity; }
+__device__ __forceinline__ void mbar_arrive(saddr a) {
+    unsigned long long* m = (unsigned long long*)a;
+    unsigned due = (unsigned)*m - 1, hi = (unsigned)(*m >> 32);
+    if (due == 0) hi ^= 0x80000000u, due = hi & 0x7fffffffu;
+    *m = ((unsigned long long)hi << 32) | due;
+    emu::progress();
+}
+__device__ __forceinline__ void cp16(saddr dst, const void* src) { memcpy((void*)dst, src, 16); }
+__device__ __forceinline__ void cp_arrive(saddr a) { mbar_arrive(a); }
+__device__ __forceinline__ void cp_wait_all() {}
+__device__ __forceinline__ void consumers_sync() { emu::namedSync(1, NT); }
+__device__ __forceinline__ void depend_wait() {}
+__device__ __forceinline__ unsigned ld_acquire(const unsigned* p) { return __atomic_load_n(p, __ATOMIC_ACQUIRE); }
+__device__ __forceinline__ void red_release(unsigned* p) { __atomic_fetch_add(p, 1u, __ATOMIC_RELEASE); }
+__device__ __forceinline__ void spin_pause() { emu::spin(); }
+#define TRAP(why) emu::trap(why)
+#else
+typedef unsigned saddr;
+#define DYN_SHARED(name) extern __shared__ __align__(16) unsigned char name[]
 __device__ __forceinline__ unsigned long long now_ns() {
     unsigned long long t;
     asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
@@ -84,51 +126,61 @@ __device__ __forceinline__ float ld_cg(const float* p) {
     asm volatile("ld.global.cg.f32 %0, [%1];" : "=f"(v) : "l"(p));
     return v;
 }
-__device__ __forceinline__ float dot8(uint4 q, float4 a, float4 b) {
-    return a.x * __uint_as_float(q.x << 16) + a.y * __uint_as_float(q.x & 0xffff0000u) + a.z * __uint_as_float(q.y << 16) +
-           a.w * __uint_as_float(q.y & 0xffff0000u) + b.x * __uint_as_float(q.z << 16) + b.y * __uint_as_float(q.z & 0xffff0000u) +
-           b.z * __uint_as_float(q.w << 16) + b.w * __uint_as_float(q.w & 0xffff0000u);
-}
-__device__ __forceinline__ unsigned s_addr(const void* p) {
+__device__ __forceinline__ saddr s_addr(const void* p) {
     unsigned a;
     asm("{ .reg .u64 t; cvta.to.shared.u64 t, %1; cvt.u32.u64 %0, t; }" : "=r"(a) : "l"(p));
     return a;
 }
-__device__ __forceinline__ void mbar_init(unsigned a, int count) { asm volatile("mbarrier.init.shared.b64 [%0], %1;" ::"r"(a), "r"(count) : "memory"); }
-__device__ __forceinline__ void mbar_wait(unsigned a, unsigned parity) {
+__device__ __forceinline__ void mbar_init(saddr a, int count) { asm volatile("mbarrier.init.shared.b64 [%0], %1;" ::"r"(a), "r"(count) : "memory"); }
+__device__ __forceinline__ bool mbar_done(saddr a, unsigned parity) {
     unsigned done;
-    unsigned long long t0 = 0;
-    for (int i = 0;; i++) {
-        asm volatile("{ .reg .pred p; mbarrier.test_wait.parity.shared.b64 p, [%1], %2; selp.u32 %0, 1, 0, p; }" : "=r"(done) : "r"(a), "r"(parity) : "memory");
-        if (done) return;
-        if ((i & 1023) == 0) {
-            unsigned long long t = now_ns();
-            if (t0 == 0) t0 = t;
-            else if (t - t0 > SPIN_NS) __trap();
-        }
-    }
+    asm volatile("{ .reg .pred p; mbarrier.test_wait.parity.shared.b64 p, [%1], %2; selp.u32 %0, 1, 0, p; }" : "=r"(done) : "r"(a), "r"(parity) : "memory");
+    return done;
 }
-__device__ __forceinline__ void mbar_arrive(unsigned a) { asm volatile("{ .reg .b64 s; mbarrier.arrive.shared.b64 s, [%0]; }" ::"r"(a) : "memory"); }
-__device__ __forceinline__ void cp16(unsigned dst, const void* src) { asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(dst), "l"(src) : "memory"); }
-__device__ __forceinline__ void cp_arrive(unsigned a) { asm volatile("cp.async.mbarrier.arrive.noinc.shared.b64 [%0];" ::"r"(a) : "memory"); }
+__device__ __forceinline__ void mbar_arrive(saddr a) { asm volatile("{ .reg .b64 s; mbarrier.arrive.shared.b64 s, [%0]; }" ::"r"(a) : "memory"); }
+__device__ __forceinline__ void cp16(saddr dst, const void* src) { asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(dst), "l"(src) : "memory"); }
+__device__ __forceinline__ void cp_arrive(saddr a) { asm volatile("cp.async.mbarrier.arrive.noinc.shared.b64 [%0];" ::"r"(a) : "memory"); }
+__device__ __forceinline__ void cp_wait_all() { asm volatile("cp.async.wait_all;" ::: "memory"); }
 __device__ __forceinline__ void consumers_sync() { asm volatile("bar.sync 1, %0;" ::"r"(NT) : "memory"); }
 __device__ __forceinline__ void depend_wait() {
 #if __CUDA_ARCH__ >= 900
     asm volatile("griddepcontrol.wait;" ::: "memory");
 #endif
 }
+__device__ __forceinline__ unsigned ld_acquire(const unsigned* p) {
+    unsigned v;
+    asm volatile("ld.acquire.gpu.u32 %0, [%1];" : "=r"(v) : "l"(p) : "memory");
+    return v;
+}
+__device__ __forceinline__ void red_release(unsigned* p) { asm volatile("red.release.gpu.global.add.u32 [%0], 1;" ::"l"(p) : "memory"); }
+__device__ __forceinline__ void spin_pause() {}
+#define TRAP(why) __trap()
+#endif
+
+// mbar_wait waits for the phase of parity to complete.
+__device__ __forceinline__ void mbar_wait(saddr a, unsigned parity) {
+    unsigned long long t0 = 0;
+    for (int i = 0;; i++) {
+        if (mbar_done(a, parity)) return;
+        spin_pause();
+        if ((i & 1023) == 0) {
+            unsigned long long t = now_ns();
+            if (t0 == 0) t0 = t;
+            else if (t - t0 > SPIN_NS) TRAP("decode_layers: a ring slot was never filled or read");
+        }
+    }
+}
 
 // await_count spins until the grid's barrier count reaches goal.
 __device__ __forceinline__ void await_count(const unsigned* bar, unsigned goal) {
-    unsigned v;
     unsigned long long t0 = 0;
     for (int i = 0;; i++) {
-        asm volatile("ld.acquire.gpu.u32 %0, [%1];" : "=r"(v) : "l"(bar) : "memory");
-        if ((int)(v - goal) >= 0) return;
+        if ((int)(ld_acquire(bar) - goal) >= 0) return;
+        spin_pause();
         if ((i & 255) == 0) {
             unsigned long long t = now_ns();
             if (t0 == 0) t0 = t;
-            else if (t - t0 > SPIN_NS) __trap();
+            else if (t - t0 > SPIN_NS) TRAP("decode_layers: a block never reached the grid barrier");
         }
     }
 }
@@ -167,7 +219,7 @@ __device__ void produce(const Phase* prog, int n, const Bufs& bufs, unsigned cha
                 int slot = (int)(s % slots);
                 mbar_wait(s_addr(empty + slot), ((unsigned)(s / slots) & 1u) ^ 1u);
                 int row = r.r0 + c * r.rpc, rows = min(r.rpc, r.n - c * r.rpc), units = rows * (p.K / 8);
-                unsigned dst = s_addr(slot0 + (i64)slot * slot_bytes);
+                saddr dst = s_addr(slot0 + (i64)slot * slot_bytes);
                 const uint4* src = (const uint4*)(p.w + (i64)row * p.K);
                 for (int u = lane; u < units; u += 32) cp16(dst + 16 * u, src + u);
                 if (p.epi == EP_GLU) { // the up rows after the gate rows
@@ -187,14 +239,14 @@ __device__ void produce(const Phase* prog, int n, const Bufs& bufs, unsigned cha
                 int slot = (int)(s % slots);
                 mbar_wait(s_addr(empty + slot), ((unsigned)(s / slots) & 1u) ^ 1u);
                 int h = it / groups, j0 = (it % groups) * RULE_COLS;
-                unsigned dst = s_addr(slot0 + (i64)slot * slot_bytes);
+                saddr dst = s_addr(slot0 + (i64)slot * slot_bytes);
                 const float* S = a.rec + (i64)h * p.dk * p.dv + j0;
                 for (int u = lane; u < p.dk * 4; u += 32) cp16(dst + 16 * u, S + (i64)(u >> 2) * p.dv + 4 * (u & 3));
                 cp_arrive(s_addr(full + slot));
             }
         }
     }
-    asm volatile("cp.async.wait_all;" ::: "memory");
+    cp_wait_all();
 }
 
 // stage writes the phase's input, as it reads it, into xs.
@@ -366,7 +418,7 @@ __device__ void rule(const Phase& p, const Ptr& a, const unsigned char* slot0, u
 // slot for full and one for empty.
 extern "C" __global__ void __launch_bounds__(NT + 32, 1) decode_layers(const Phase* prog, int n, unsigned* bar, int slot_bytes, int slots,
                                                                        int max_k, int slot, float* x, float* proj, float* core, float* hidden) {
-    extern __shared__ __align__(16) unsigned char sm[];
+    DYN_SHARED(sm);
     __shared__ float red[2 * 32 * CW];
     __shared__ unsigned base;
     float* xs = (float*)sm;
@@ -409,6 +461,6 @@ extern "C" __global__ void __launch_bounds__(NT + 32, 1) decode_layers(const Pha
             s += rule_chunks(p);
         }
         consumers_sync();
-        if (threadIdx.x == 0) asm volatile("red.release.gpu.global.add.u32 [%0], 1;" ::"l"(bar) : "memory");
+        if (threadIdx.x == 0) red_release(bar);
     }
 }

@@ -17,6 +17,10 @@ import (
 //go:embed persistent.cu
 var persistentSource string
 
+// PersistentSource is persistent.cu as built in (tools/cudaemu compiles it
+// for the CPU too).
+func PersistentSource() string { return persistentSource }
+
 // The layout persistent.cu's Phase and decode_layers share.
 const (
 	phaseWords     = 38 // int32s of a Phase
@@ -39,6 +43,7 @@ type persistent struct {
 	err       error // why the module cannot run here
 	mod, fn   uintptr
 	maxShared int     // dynamic shared memory a block may have
+	grid      int     // blocks: one an SM
 	bars      uintptr // a barrier count per program length
 	progs     map[string]uintptr
 	buf       []int32 // the program being built
@@ -48,9 +53,9 @@ type persistent struct {
 var errPersistentOff = errors.New("turned off by GOVLLM_CUDA_PERSISTENT=off")
 
 // PersistentDecode reports whether decode_layers runs on this GPU (nil) or
-// why not: it needs sm_80 or later, every block of its grid resident at
-// once and a real NVRTC (the emulator has neither). It loads the module the
-// first time (compiled by NVRTC and cached like kernels.cu).
+// why not: it needs sm_80 or later and every block of its grid resident at
+// once. It loads the module the first time (compiled by NVRTC and cached
+// like kernels.cu).
 func (m memory) PersistentDecode() error {
 	return m.c.do(func() error { return m.c.persistentReady() })
 }
@@ -75,8 +80,12 @@ func (c *Context) loadPersistent() error {
 		return errPersistentOff
 	case c.Major < 8:
 		return fmt.Errorf("sm_%d%d: the persistent kernel needs sm_80 or later", c.Major, c.Minor)
-	case strings.HasPrefix(c.Name, "cudaemu"):
-		return errors.New("the CPU emulator cannot hold a grid's blocks resident at once")
+	}
+	ps.grid = c.SMs
+	if strings.HasPrefix(c.Name, "cudaemu") {
+		// The emulator runs each block of the grid on an OS thread of its
+		// own; a few blocks still take several rows and items each.
+		ps.grid = 4
 	}
 	image, err := compile(persistentSource, "persistent.cu", c.Major, c.Minor)
 	if err != nil {
@@ -132,7 +141,7 @@ func decodeLayers(d *rt.DecodeLayersArgs) {
 			return err
 		}
 		bar := ps.bars + uintptr(4*n)
-		return c.launchFn(ps.fn, "decode_layers", c.SMs, 1, 32*(decodeWarps+1), shared,
+		return c.launchFn(ps.fn, "decode_layers", ps.grid, 1, 32*(decodeWarps+1), shared,
 			p(dev), p(int32(n)), p(bar), p(int32(slotBytes)), p(int32(slots)), p(int32(shape.maxK)), p(d.Slot),
 			p(d.X.DevicePtr()), p(d.Proj.DevicePtr()), p(d.Core.DevicePtr()), p(d.Hidden.DevicePtr()))
 	})

@@ -60,39 +60,16 @@ func build(out, cxx string) error {
 			return err
 		}
 	}
-	src := cuda.KernelSource()
-	if err := os.WriteFile(filepath.Join(tmp, "kernels.cu"), []byte(src), 0o644); err != nil {
-		return err
-	}
-
-	// The kernels' names, from the preprocessed source (some come from macros).
-	scan := exec.Command(cxx, "-std=c++17", "-E", "-DEMU_SCAN", "-include", "emu.h", "-x", "c++", "kernels.cu")
-	scan.Dir = tmp
-	pre, err := scan.Output()
-	if err != nil {
-		return fmt.Errorf("preprocessing kernels.cu: %w%s", err, stderrOf(err))
-	}
-	var reg strings.Builder
-	names := globalKernel.FindAllSubmatch(pre, -1)
-	for _, m := range names {
-		fmt.Fprintf(&reg, "EMU_KERNEL(%s)\n", m[1])
-	}
-	if len(names) == 0 {
-		return fmt.Errorf("no __global__ kernel found in kernels.cu")
-	}
-	var inc strings.Builder
-	inc.WriteString("const unsigned char kernelsSource[] = {")
-	for i := 0; i < len(src); i++ {
-		if i%32 == 0 {
-			inc.WriteString("\n")
-		}
-		fmt.Fprintf(&inc, "%d,", src[i])
-	}
-	fmt.Fprintf(&inc, "0};\nconst size_t kernelsSourceLen = %d;\n", len(src))
-	for name, text := range map[string]string{"registry.inc": reg.String(), "source.inc": inc.String()} {
-		if err := os.WriteFile(filepath.Join(tmp, name), []byte(text), 0o644); err != nil {
+	n := 0
+	for _, m := range []struct{ file, src, registry, source, array string }{
+		{"kernels.cu", cuda.KernelSource(), "registry.inc", "source.inc", "kernelsSource"},
+		{"persistent.cu", cuda.PersistentSource(), "registry_persistent.inc", "source_persistent.inc", "persistentSource"},
+	} {
+		k, err := module(tmp, cxx, m.file, m.src, m.registry, m.source, m.array)
+		if err != nil {
 			return err
 		}
+		n += k
 	}
 
 	if err := os.MkdirAll(out, 0o755); err != nil {
@@ -102,10 +79,10 @@ func build(out, cxx string) error {
 	if err != nil {
 		return err
 	}
-	slog.Info("compiling kernels.cu for the CPU", "kernels", len(names), "cxx", cxx)
+	slog.Info("compiling kernels.cu and persistent.cu for the CPU", "kernels", n, "cxx", cxx)
 	cc := exec.Command(cxx, "-std=c++17", "-O2", "-g", "-fPIC", "-shared", "-pthread", "-fvisibility=hidden",
 		"-fno-strict-aliasing", "-ffp-contract=off", "-Wall", "-Wno-unknown-pragmas", "-Wno-unused-function", "-Wno-sign-compare",
-		"-Wl,--no-undefined", "-Wl,-soname,libcuda.so.1", "-o", lib+".tmp", "device.cc", "host.cc", "kernels_emu.cc")
+		"-Wl,--no-undefined", "-Wl,-soname,libcuda.so.1", "-o", lib+".tmp", "device.cc", "host.cc", "kernels_emu.cc", "persistent_emu.cc")
 	cc.Dir = tmp
 	cc.Stderr = os.Stderr
 	if err := cc.Run(); err != nil {
@@ -125,6 +102,45 @@ func build(out, cxx string) error {
 	}
 	slog.Info("built", "dir", filepath.Dir(lib), "use", "LD_LIBRARY_PATH="+filepath.Dir(lib))
 	return nil
+}
+
+// module writes a kernel source into tmp with the table of its kernels
+// (registry) and its text as the C array the fake NVRTC compares (source);
+// it returns how many kernels it has.
+func module(tmp, cxx, file, src, registry, source, array string) (int, error) {
+	if err := os.WriteFile(filepath.Join(tmp, file), []byte(src), 0o644); err != nil {
+		return 0, err
+	}
+	// The kernels' names, from the preprocessed source (some come from macros).
+	scan := exec.Command(cxx, "-std=c++17", "-E", "-DEMU_SCAN", "-include", "emu.h", "-x", "c++", file)
+	scan.Dir = tmp
+	pre, err := scan.Output()
+	if err != nil {
+		return 0, fmt.Errorf("preprocessing %s: %w%s", file, err, stderrOf(err))
+	}
+	var reg strings.Builder
+	names := globalKernel.FindAllSubmatch(pre, -1)
+	for _, m := range names {
+		fmt.Fprintf(&reg, "EMU_KERNEL(%s)\n", m[1])
+	}
+	if len(names) == 0 {
+		return 0, fmt.Errorf("no __global__ kernel found in %s", file)
+	}
+	var inc strings.Builder
+	fmt.Fprintf(&inc, "const unsigned char %s[] = {", array)
+	for i := 0; i < len(src); i++ {
+		if i%32 == 0 {
+			inc.WriteString("\n")
+		}
+		fmt.Fprintf(&inc, "%d,", src[i])
+	}
+	fmt.Fprintf(&inc, "0};\nconst size_t %sLen = %d;\n", array, len(src))
+	for name, text := range map[string]string{registry: reg.String(), source: inc.String()} {
+		if err := os.WriteFile(filepath.Join(tmp, name), []byte(text), 0o644); err != nil {
+			return 0, err
+		}
+	}
+	return len(names), nil
 }
 
 func stderrOf(err error) string {

@@ -74,7 +74,9 @@ struct Worker {
     std::vector<char*> stacks; // their tops
     std::vector<Warp> warps;
     Barrier bar;
+    Barrier named[4]; // bar.sync 1..3 (0 is bar)
     uint64_t progress = 0, roundProgress = ~0ull;
+    uint64_t spins = 0, roundSpins = 0; // fibers waiting on memory (spin)
     bool deadlock = false;
     char* shared = nullptr; // sharedBytes, then a guard page
     const Kernel* kernel = nullptr;
@@ -104,10 +106,16 @@ void next() {
         if (i == n) i = 0;
         if (i == 0) { // a round begins
             if (w->progress == w->roundProgress) {
-                w->deadlock = true;
-                break;
+                if (w->spins == w->roundSpins) {
+                    w->deadlock = true;
+                    break;
+                }
+                // Every fiber left waits on memory: another block
+                // writes it, on another OS thread.
+                std::this_thread::yield();
             }
             w->roundProgress = w->progress;
+            w->roundSpins = w->spins;
         }
         Fiber* g = &w->fibers[i];
         if (g == f && f->done) break;
@@ -176,6 +184,8 @@ bool runBlock(Worker& w, uint3 idx, std::string* why) {
     int nw = (n + 31) / 32;
     w.warps.assign(nw, Warp{});
     w.bar = Barrier{0, n, 0};
+    for (Barrier& b : w.named) b = Barrier{};
+    w.spins = w.roundSpins = 0;
     for (int i = 0; i < n; i++) {
         Fiber& f = w.fibers[i];
         f.tid = {i % b.dim.x, (i / b.dim.x) % b.dim.y, i / (b.dim.x * b.dim.y)};
@@ -289,6 +299,61 @@ uint64_t shuffle(uint64_t v, int src, bool keep) {
     return keep ? v : all[src];
 }
 
+void spin() {
+    worker->spins++;
+    yield();
+}
+
+void progress() { worker->progress++; }
+
+void namedSync(int id, int count) {
+    if (id <= 0 || id > 3) trap("cudaemu: bar.sync with a barrier id outside 1..3");
+    Barrier& b = worker->named[id];
+    if (b.live == 0) b.live = count;
+    arrive(b);
+}
+
+void trap(const char* why) {
+    fprintf(stderr, "cudaemu: trap: %s\n", why);
+    abort();
+}
+
+// runAtOnce runs a persistent kernel's blocks each on a thread of its own,
+// as a GPU holds a grid that fits at once, since they wait on each other.
+std::string runAtOnce(const Kernel* k, const char* args, uint3 grid, uint3 dim, unsigned shared) {
+    // Workers (their fiber stacks and shared memory) outlive a launch, as
+    // the pool's do: a launch maps nothing once the grid has run before.
+    static std::mutex launchMu;
+    static std::vector<Worker*> workers;
+    std::lock_guard<std::mutex> launch(launchMu);
+    long total = (long)grid.x * grid.y * grid.z;
+    while ((long)workers.size() < total) {
+        Worker* w = new Worker;
+        w->shared = mapGuarded(sharedBytes);
+        workers.push_back(w);
+    }
+    std::vector<std::thread> threads;
+    std::mutex mu;
+    std::string err;
+    for (long i = 0; i < total; i++)
+        threads.emplace_back([&, i] {
+            Worker& w = *workers[i];
+            worker = &w;
+            w.kernel = k;
+            w.args = args;
+            w.blk.dim = dim;
+            w.blk.grid = grid;
+            w.blk.dynShared = w.shared + sharedBytes - ((shared + 255) & ~255u);
+            uint3 idx = {(unsigned)(i % grid.x), (unsigned)(i / grid.x % grid.y), (unsigned)(i / ((long)grid.x * grid.y))};
+            std::string why;
+            runBlock(w, idx, &why);
+            std::lock_guard<std::mutex> l(mu);
+            if (!why.empty() && err.empty()) err = why;
+        });
+    for (auto& t : threads) t.join();
+    return err;
+}
+
 uint64_t globaltimer() {
     timespec t;
     clock_gettime(CLOCK_MONOTONIC, &t);
@@ -296,6 +361,7 @@ uint64_t globaltimer() {
 }
 
 std::string run(const Kernel* k, const char* args, uint3 grid, uint3 dim, unsigned shared) {
+    if (k->persistent) return runAtOnce(k, args, grid, dim, shared);
     Pool* p = pool();
     std::unique_lock<std::mutex> l(p->mu);
     p->kernel = k;

@@ -54,6 +54,15 @@ void syncwarp();
 uint64_t shuffle(uint64_t v, int src, bool keep); // src's value, or v where keep
 const uint64_t* exchange(uint64_t v);               // every lane's v, after one warp barrier
 uint64_t globaltimer();
+// For kernels whose blocks wait on each other (persistent.cu), each block
+// on an OS thread of its own: spin is a thread waiting on memory that
+// another fiber or block writes (the block's other fibers run, and if all
+// of them wait, the OS thread yields); progress counts an arrival someone
+// may wait on; namedSync is bar.sync id, count; trap ends the process.
+void spin();
+void progress();
+void namedSync(int id, int count);
+[[noreturn]] void trap(const char* why);
 } // namespace emu
 
 #define threadIdx (emu::cur->tid)

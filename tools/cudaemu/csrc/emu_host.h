@@ -17,6 +17,7 @@ namespace emu {
 // them), invoke calls it with a packed copy.
 struct Kernel {
     const char* name;
+    bool persistent; // its blocks wait on each other: all run at once
     size_t argBytes;
     void (*pack)(void** params, char* out);
     void (*invoke)(const char* args);
@@ -33,9 +34,9 @@ struct KernelOf<F> {
     }
     static void pack(void** p, char* out) { packAt(p, out, std::index_sequence_for<A...>{}); }
     static void invoke(const char* args) { std::apply(F, *(const Args*)args); }
-    static Kernel make(const char* name) {
+    static Kernel make(const char* name, bool persistent = false) {
         static_assert(alignof(Args) <= 16, "kernel arguments aligned beyond 16 bytes");
-        return {name, sizeof(Args), pack, invoke};
+        return {name, persistent, sizeof(Args), pack, invoke};
     }
 };
 
@@ -43,7 +44,8 @@ struct KernelOf<F> {
 std::string run(const Kernel* k, const char* args, uint3 grid, uint3 dim, unsigned shared);
 
 const Kernel* findKernel(const char* name);
-extern const unsigned char kernelsSource[];
-extern const size_t kernelsSourceLen;
+const Kernel* findPersistentKernel(const char* name);
+extern const unsigned char kernelsSource[], persistentSource[];
+extern const size_t kernelsSourceLen, persistentSourceLen;
 
 } // namespace emu

@@ -250,10 +250,14 @@ uint64_t fnv(const unsigned char* p, size_t n) {
     return h;
 }
 
-// The "image" NVRTC hands out: a marker naming the source it was built from.
-std::string image() {
+// The "image" NVRTC hands out: a marker naming the source it was built
+// from, kernels.cu or (persistent) persistent.cu.
+std::string image(bool persistent = false) {
     char buf[64];
-    snprintf(buf, sizeof buf, "govllm-cudaemu %016llx", (unsigned long long)fnv(emu::kernelsSource, emu::kernelsSourceLen));
+    if (persistent)
+        snprintf(buf, sizeof buf, "govllm-cudaemu-persistent %016llx", (unsigned long long)fnv(emu::persistentSource, emu::persistentSourceLen));
+    else
+        snprintf(buf, sizeof buf, "govllm-cudaemu %016llx", (unsigned long long)fnv(emu::kernelsSource, emu::kernelsSourceLen));
     return buf;
 }
 
@@ -459,7 +463,7 @@ API int cuGraphExecDestroy(void* g) {
 
 API int cuModuleLoadData(void** mod, const void* img) {
     LOCK;
-    if (image() != (const char*)img)
+    if (image() != (const char*)img && image(true) != (const char*)img)
         return fail(errInvalidImage, "%s", "cuModuleLoadData: the image is not this build's (" + image() + "); rebuild cudaemu from this kernels.cu");
     *mod = (void*)&buffers;
     return OK;
@@ -470,6 +474,7 @@ API int cuModuleGetFunction(void** fn, void*, const char* name) {
     auto it = funcs.find(name);
     if (it == funcs.end()) {
         const emu::Kernel* k = emu::findKernel(name);
+        if (!k) k = emu::findPersistentKernel(name);
         if (!k) return errNotFound;
         it = funcs.emplace(name, new Func{k}).first;
     }
@@ -541,6 +546,7 @@ API int cuEventElapsedTime_v2(float* ms, void* a, void* b) { return cuEventElaps
 
 struct Program {
     std::string src, log;
+    bool persistent = false; // persistent.cu, not kernels.cu
 };
 API int nvrtcVersion(int* major, int* minor) {
     *major = 99; // no real NVRTC's: the cached images stay apart
@@ -554,7 +560,11 @@ API int nvrtcCreateProgram(Program** p, const char* src, const char*, int, const
 }
 API int nvrtcCompileProgram(Program* p, int, const char* const*) {
     if (p->src.size() == emu::kernelsSourceLen && memcmp(p->src.data(), emu::kernelsSource, emu::kernelsSourceLen) == 0) return 0;
-    p->log = "cudaemu was built from another kernels.cu; rebuild it (go run ./tools/cudaemu)";
+    if (p->src.size() == emu::persistentSourceLen && memcmp(p->src.data(), emu::persistentSource, emu::persistentSourceLen) == 0) {
+        p->persistent = true;
+        return 0;
+    }
+    p->log = "cudaemu was built from another kernels.cu or persistent.cu; rebuild it (go run ./tools/cudaemu)";
     return 6;
 }
 API int nvrtcGetProgramLogSize(Program* p, size_t* n) {
@@ -565,12 +575,13 @@ API int nvrtcGetProgramLog(Program* p, char* out) {
     memcpy(out, p->log.c_str(), p->log.size() + 1);
     return 0;
 }
-API int nvrtcGetCUBINSize(Program*, size_t* n) {
-    *n = image().size() + 1;
+API int nvrtcGetCUBINSize(Program* p, size_t* n) {
+    *n = image(p->persistent).size() + 1;
     return 0;
 }
-API int nvrtcGetCUBIN(Program*, char* out) {
-    memcpy(out, image().c_str(), image().size() + 1);
+API int nvrtcGetCUBIN(Program* p, char* out) {
+    std::string img = image(p->persistent);
+    memcpy(out, img.c_str(), img.size() + 1);
     return 0;
 }
 API int nvrtcDestroyProgram(Program** p) {
