@@ -209,10 +209,7 @@ func TestGPUDecodeStepsReplayAsGraphs(t *testing.T) {
 var gpuStepFixtures = []string{"qwen35-dense", "qwen35moe"}
 
 func decodeStepsReplayAsGraphs(t *testing.T, name string) {
-	// Op by op, so that the eager steps (observed: op by op always) run the
-	// same kernels; TestPersistentDecodeMatchesOpByOp checks the other path.
-	fx := oracle.Load(t, name)
-	m := loadOn(t, cudaBackend(t), fx.Dir, qwen35.Options{OpByOp: true})
+	fx, m := onCUDA(t, name)
 	c := fx.Cases[2] // 80 tokens
 	before := cuda.Graphs()
 	graphed := run(t, m, c.IDs, 1)
@@ -496,8 +493,8 @@ func TestPersistentDecodeMatchesOpByOp(t *testing.T) {
 	for _, name := range []string{"qwen35-dense", "qwen35-dense-norope", "qwen35-dense-h256-vlayout"} {
 		t.Run(name, func(t *testing.T) {
 			fx := oracle.Load(t, name)
-			fused := loadOn(t, be, fx.Dir, qwen35.Options{})
-			chain := loadOn(t, be, fx.Dir, qwen35.Options{OpByOp: true})
+			fused := loadOn(t, be, fx.Dir, qwen35.Options{Persistent: true})
+			chain := loadOn(t, be, fx.Dir, qwen35.Options{})
 			if !qwen35.Persistent(fused) || qwen35.Persistent(chain) {
 				t.Fatalf("persistent: %v and %v, want true and false", qwen35.Persistent(fused), qwen35.Persistent(chain))
 			}

@@ -112,6 +112,7 @@ __device__ __forceinline__ void depend_wait() {}
 __device__ __forceinline__ unsigned ld_acquire(const unsigned* p) { return __atomic_load_n(p, __ATOMIC_ACQUIRE); }
 __device__ __forceinline__ void red_release(unsigned* p) { __atomic_fetch_add(p, 1u, __ATOMIC_RELEASE); }
 __device__ __forceinline__ void spin_pause() { emu::spin(); }
+__device__ __forceinline__ void prefetch_l2(const void*) {}
 #define TRAP(why) emu::trap(why)
 #else
 typedef unsigned saddr;
@@ -154,6 +155,7 @@ __device__ __forceinline__ unsigned ld_acquire(const unsigned* p) {
 }
 __device__ __forceinline__ void red_release(unsigned* p) { asm volatile("red.release.gpu.global.add.u32 [%0], 1;" ::"l"(p) : "memory"); }
 __device__ __forceinline__ void spin_pause() {}
+__device__ __forceinline__ void prefetch_l2(const void* p) { asm volatile("prefetch.global.L2 [%0];" ::"l"(p)); }
 #define TRAP(why) __trap()
 #endif
 
@@ -412,6 +414,35 @@ __device__ void rule(const Phase& p, const Ptr& a, const unsigned char* slot0, u
     }
 }
 
+// prefetch_range asks L2 for n floats at p, the consumers taking a line each.
+__device__ __forceinline__ void prefetch_range(const float* p, i64 n) {
+    if (n <= 0) return;
+    const char* c = (const char*)p;
+    i64 lines = ((((unsigned long long)c & 127) + 4 * n) + 127) / 128;
+    for (i64 l = threadIdx.x; l < lines; l += NT) prefetch_l2(c + 128 * l);
+}
+
+// prefetch_small asks L2 for the small operands a phase reads after its
+// wait (norm weights, its rows' conv taps and states, gates' parameters),
+// which the weight stream evicts from L2 between two steps: issued before
+// the wait, their DRAM latency is not on the phase's path.
+__device__ void prefetch_small(const Phase& p, const Ptr& a, int slot_bytes) {
+    if (p.kind == PH_RULE) {
+        prefetch_range(p.alog, p.hv);
+        prefetch_range(p.dtb, p.hv);
+        return;
+    }
+    if (p.stage == ST_NORM) prefetch_range(p.normw, p.K);
+    if (p.stage == ST_GATED) prefetch_range(p.normw, p.dv);
+    if (p.epi == EP_CONV) {
+        Rows r = rows_of(p, slot_bytes);
+        int n = min(r.n, p.C - r.r0);
+        if (n <= 0) return;
+        prefetch_range(p.convw + (i64)r.r0 * p.Kc, (i64)n * p.Kc);
+        for (int j = 0; j < p.Kc - 1; j++) prefetch_range(a.convst + (i64)j * p.C + r.r0, n);
+    }
+}
+
 // decode_layers runs prog (n phases); bar is a barrier count that only
 // launches of n phases on this grid share. Dynamic shared memory: x staged
 // (4·max_k bytes), then the ring (slots × slot_bytes), then an mbarrier a
@@ -443,11 +474,12 @@ extern "C" __global__ void __launch_bounds__(NT + 32, 1) decode_layers(const Pha
         produce(prog, n, bufs, slot0, full, empty, slot_bytes, slots);
         return;
     }
-    depend_wait(); // x, the projections and the states come from kernels before
     i64 s = 0;
     for (int i = 0; i < n; i++) {
         const Phase& p = prog[i];
         Ptr a = resolve(p, bufs);
+        prefetch_small(p, a, slot_bytes);
+        if (i == 0) depend_wait(); // x, the projections and the states come from kernels before
         if (i > 0) {
             if (threadIdx.x == 0) await_count(bar, base + gridDim.x * (unsigned)i);
             consumers_sync();

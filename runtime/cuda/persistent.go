@@ -4,10 +4,8 @@ package cuda
 
 import (
 	_ "embed"
-	"errors"
 	"fmt"
 	"log/slog"
-	"os"
 	"strings"
 	"unsafe"
 
@@ -49,9 +47,6 @@ type persistent struct {
 	buf       []int32 // the program being built
 }
 
-// errPersistentOff is GOVLLM_CUDA_PERSISTENT=off.
-var errPersistentOff = errors.New("turned off by GOVLLM_CUDA_PERSISTENT=off")
-
 // PersistentDecode reports whether decode_layers runs on this GPU (nil) or
 // why not: it needs sm_80 or later and every block of its grid resident at
 // once. It loads the module the first time (compiled by NVRTC and cached
@@ -76,8 +71,6 @@ func (c *Context) persistentReady() error {
 func (c *Context) loadPersistent() error {
 	ps := &c.persist
 	switch {
-	case os.Getenv("GOVLLM_CUDA_PERSISTENT") == "off":
-		return errPersistentOff
 	case c.Major < 8:
 		return fmt.Errorf("sm_%d%d: the persistent kernel needs sm_80 or later", c.Major, c.Minor)
 	}
