@@ -5,7 +5,6 @@ package cuda
 import (
 	_ "embed"
 	"fmt"
-	"log/slog"
 	"strings"
 	"unsafe"
 
@@ -60,18 +59,14 @@ func (c *Context) persistentReady() error {
 	if ps.tried {
 		return ps.err
 	}
-	ps.tried = true
+	ps.tried = true // the model that asks logs why not
 	ps.err = c.loadPersistent()
-	if ps.err != nil {
-		slog.Info("cuda: batch-1 decode runs op by op", "reason", ps.err)
-	}
 	return ps.err
 }
 
 func (c *Context) loadPersistent() error {
 	ps := &c.persist
-	switch {
-	case c.Major < 8:
+	if c.Major < 8 {
 		return fmt.Errorf("sm_%d%d: the persistent kernel needs sm_80 or later", c.Major, c.Minor)
 	}
 	ps.grid = c.SMs

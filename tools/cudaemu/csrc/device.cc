@@ -81,7 +81,22 @@ struct Worker {
     char* shared = nullptr; // sharedBytes, then a guard page
     const Kernel* kernel = nullptr;
     const char* args = nullptr;
+
+    // setLaunch readies the worker for a launch's blocks.
+    void setLaunch(const Kernel* k, const char* a, uint3 grid, uint3 dim, unsigned dynBytes) {
+        kernel = k;
+        args = a;
+        blk.dim = dim;
+        blk.grid = grid;
+        // The block's dynamic shared memory ends at the guard page.
+        blk.dynShared = shared + sharedBytes - ((dynBytes + 255) & ~255u);
+    }
 };
+
+// blockIndex is the index of a launch's i-th block, x fastest.
+uint3 blockIndex(long i, uint3 grid) {
+    return {(unsigned)(i % grid.x), (unsigned)(i / grid.x % grid.y), (unsigned)(i / ((long)grid.x * grid.y))};
+}
 
 thread_local Worker* worker;
 
@@ -245,16 +260,10 @@ struct Pool {
                 start.wait(l, [&] { return job != seen; });
                 seen = job;
             }
-            w.kernel = kernel;
-            w.args = args;
-            w.blk.dim = dim;
-            w.blk.grid = grid;
-            // The block's dynamic shared memory ends at the guard page.
-            w.blk.dynShared = w.shared + sharedBytes - ((shared + 255) & ~255u);
+            w.setLaunch(kernel, args, grid, dim, shared);
             std::string why;
             for (long i; (i = next.fetch_add(1)) < total;) {
-                uint3 idx = {(unsigned)(i % grid.x), (unsigned)(i / grid.x % grid.y), (unsigned)(i / ((long)grid.x * grid.y))};
-                if (!runBlock(w, idx, &why)) {
+                if (!runBlock(w, blockIndex(i, grid), &why)) {
                     next.store(total);
                     break;
                 }
@@ -339,14 +348,9 @@ std::string runAtOnce(const Kernel* k, const char* args, uint3 grid, uint3 dim, 
         threads.emplace_back([&, i] {
             Worker& w = *workers[i];
             worker = &w;
-            w.kernel = k;
-            w.args = args;
-            w.blk.dim = dim;
-            w.blk.grid = grid;
-            w.blk.dynShared = w.shared + sharedBytes - ((shared + 255) & ~255u);
-            uint3 idx = {(unsigned)(i % grid.x), (unsigned)(i / grid.x % grid.y), (unsigned)(i / ((long)grid.x * grid.y))};
+            w.setLaunch(k, args, grid, dim, shared);
             std::string why;
-            runBlock(w, idx, &why);
+            runBlock(w, blockIndex(i, grid), &why);
             std::lock_guard<std::mutex> l(mu);
             if (!why.empty() && err.empty()) err = why;
         });
