@@ -92,6 +92,7 @@ __device__ __forceinline__ float dot8(uint4 q, float4 a, float4 b) {
 typedef unsigned long long saddr; // a shared-memory address
 #define DYN_SHARED(name) unsigned char* name = (unsigned char*)emu::block->dynShared
 __device__ __forceinline__ unsigned long long now_ns() { return emu::globaltimer(); }
+__device__ __forceinline__ unsigned long long clk() { return emu::globaltimer(); }
 __device__ __forceinline__ float ld_cg(const float* p) { return *(const volatile float*)p; }
 __device__ __forceinline__ saddr s_addr(const void* p) { return (saddr)p; }
 // An mbarrier: arrivals still due (low word), then the count and the phase (top bit).
@@ -122,6 +123,7 @@ __device__ __forceinline__ unsigned long long now_ns() {
     asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
     return t;
 }
+__device__ __forceinline__ unsigned long long clk() { return clock64(); }
 __device__ __forceinline__ float ld_cg(const float* p) {
     float v;
     asm volatile("ld.global.cg.f32 %0, [%1];" : "=f"(v) : "l"(p));
@@ -206,20 +208,34 @@ __device__ __forceinline__ int rule_chunks(const Phase& p) {
     return blockIdx.x < items ? (items - 1 - blockIdx.x) / gridDim.x + 1 : 0;
 }
 
+// With GOVLLM_CUDA_PROFILE=phases the launch gets a times buffer: for
+// phase i and block b, TIMES words at (i * grid + b) * TIMES, of which the
+// consumers write T_START (clock at the phase's start), T_PASSED (past its
+// barrier), T_STAGED (input staged), T_DONE (rows written) and G_PASSED,
+// G_DONE (the same two by the GPU's global timer), and the producer
+// T_FREE (the phase's first slot free) and T_ISSUED (its last copy issued);
+// phase n holds the launch's start (T_START, G_PASSED).
+enum { T_START, T_PASSED, T_STAGED, T_DONE, G_PASSED, G_DONE, T_FREE, T_ISSUED, TIMES };
+__device__ __forceinline__ unsigned long long* times_at(unsigned long long* times, int i) {
+    return times + ((i64)i * gridDim.x + blockIdx.x) * TIMES;
+}
+
 // produce streams, in program order, the block's weight rows of every
 // GEMV phase and its DeltaNet state columns of every RULE phase.
 __device__ void produce(const Phase* prog, int n, const Bufs& bufs, unsigned char* slot0, unsigned long long* full,
-                        unsigned long long* empty, int slot_bytes, int slots) {
+                        unsigned long long* empty, int slot_bytes, int slots, unsigned long long* times) {
     int lane = threadIdx.x & 31;
     bool waited = false;
     i64 s = 0;
     for (int i = 0; i < n; i++) {
         const Phase& p = prog[i];
+        unsigned long long t_free = 0;
         if (p.kind == PH_GEMV) {
             Rows r = rows_of(p, slot_bytes);
             for (int c = 0; c < r.chunks; c++, s++) {
                 int slot = (int)(s % slots);
                 mbar_wait(s_addr(empty + slot), ((unsigned)(s / slots) & 1u) ^ 1u);
+                if (times && c == 0) t_free = clk();
                 int row = r.r0 + c * r.rpc, rows = min(r.rpc, r.n - c * r.rpc), units = rows * (p.K / 8);
                 saddr dst = s_addr(slot0 + (i64)slot * slot_bytes);
                 const uint4* src = (const uint4*)(p.w + (i64)row * p.K);
@@ -240,12 +256,19 @@ __device__ void produce(const Phase* prog, int n, const Bufs& bufs, unsigned cha
             for (int it = blockIdx.x; it < items; it += gridDim.x, s++) {
                 int slot = (int)(s % slots);
                 mbar_wait(s_addr(empty + slot), ((unsigned)(s / slots) & 1u) ^ 1u);
+                if (times && it == blockIdx.x) t_free = clk();
                 int h = it / groups, j0 = (it % groups) * RULE_COLS;
                 saddr dst = s_addr(slot0 + (i64)slot * slot_bytes);
                 const float* S = a.rec + (i64)h * p.dk * p.dv + j0;
                 for (int u = lane; u < p.dk * 4; u += 32) cp16(dst + 16 * u, S + (i64)(u >> 2) * p.dv + 4 * (u & 3));
                 cp_arrive(s_addr(full + slot));
             }
+        }
+        if (times && lane == 0) {
+            unsigned long long* t = times_at(times, i);
+            unsigned long long now = clk();
+            t[T_FREE] = t_free ? t_free : now;
+            t[T_ISSUED] = now;
         }
     }
     cp_wait_all();
@@ -448,7 +471,8 @@ __device__ void prefetch_small(const Phase& p, const Ptr& a, int slot_bytes) {
 // (4·max_k bytes), then the ring (slots × slot_bytes), then an mbarrier a
 // slot for full and one for empty.
 extern "C" __global__ void __launch_bounds__(NT + 32, 1) decode_layers(const Phase* prog, int n, unsigned* bar, int slot_bytes, int slots,
-                                                                       int max_k, int slot, float* x, float* proj, float* core, float* hidden) {
+                                                                       int max_k, int slot, float* x, float* proj, float* core, float* hidden,
+                                                                       unsigned long long* times) {
     DYN_SHARED(sm);
     __shared__ float red[2 * 32 * CW];
     __shared__ unsigned base;
@@ -458,6 +482,11 @@ extern "C" __global__ void __launch_bounds__(NT + 32, 1) decode_layers(const Pha
     unsigned long long* empty = full + slots;
     Bufs bufs = {x, proj, core, hidden, slot};
     int warp = threadIdx.x >> 5;
+    if (times && threadIdx.x == 0) {
+        unsigned long long* t = times_at(times, n);
+        t[T_START] = clk();
+        t[G_PASSED] = now_ns();
+    }
     if (threadIdx.x == 0) {
         for (int s = 0; s < slots; s++) {
             mbar_init(s_addr(full + s), 32);
@@ -471,12 +500,17 @@ extern "C" __global__ void __launch_bounds__(NT + 32, 1) decode_layers(const Pha
     }
     __syncthreads();
     if (warp == CW) {
-        produce(prog, n, bufs, slot0, full, empty, slot_bytes, slots);
+        produce(prog, n, bufs, slot0, full, empty, slot_bytes, slots, times);
         return;
     }
     i64 s = 0;
+    unsigned long long* t = nullptr;
     for (int i = 0; i < n; i++) {
         const Phase& p = prog[i];
+        if (times && threadIdx.x == 0) {
+            t = times_at(times, i);
+            t[T_START] = clk();
+        }
         Ptr a = resolve(p, bufs);
         prefetch_small(p, a, slot_bytes);
         if (i == 0) depend_wait(); // x, the projections and the states come from kernels before
@@ -484,15 +518,19 @@ extern "C" __global__ void __launch_bounds__(NT + 32, 1) decode_layers(const Pha
             if (threadIdx.x == 0) await_count(bar, base + gridDim.x * (unsigned)i);
             consumers_sync();
         }
+        if (t) t[T_PASSED] = clk(), t[G_PASSED] = now_ns();
         if (p.kind == PH_GEMV) {
             stage(p, a, xs, red);
+            if (t) t[T_STAGED] = clk();
             gemv(p, a, xs, slot0, full, empty, s, slot_bytes, slots);
             s += rows_of(p, slot_bytes).chunks;
         } else {
+            if (t) t[T_STAGED] = t[T_PASSED];
             rule(p, a, slot0, full, empty, s, slot_bytes, slots, red);
             s += rule_chunks(p);
         }
         consumers_sync();
+        if (t) t[T_DONE] = clk(), t[G_DONE] = now_ns();
         if (threadIdx.x == 0) red_release(bar);
     }
 }

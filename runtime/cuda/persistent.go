@@ -5,6 +5,7 @@ package cuda
 import (
 	_ "embed"
 	"fmt"
+	"slices"
 	"strings"
 	"unsafe"
 
@@ -42,7 +43,7 @@ type persistent struct {
 	maxShared int     // dynamic shared memory a block may have
 	grid      int     // blocks: one an SM
 	bars      uintptr // a barrier count per program length
-	progs     map[string]uintptr
+	progs     map[string]*program
 	buf       []int32 // the program being built
 }
 
@@ -97,7 +98,7 @@ func (c *Context) loadPersistent() error {
 	if err := check("cuMemsetD8", cuMemsetD8(ps.bars, 0, 4*(maxPhases+1))); err != nil {
 		return err
 	}
-	ps.progs = map[string]uintptr{}
+	ps.progs = map[string]*program{}
 	return nil
 }
 
@@ -124,44 +125,64 @@ func decodeLayers(d *rt.DecodeLayersArgs) {
 				shape.rowBytes, shape.maxK, slots, ps.maxShared>>10, decodeWarps+1)
 		}
 		shared := 4*shape.maxK + slots*(slotBytes+16)
-		dev, err := c.program(prog)
+		pr, err := c.program(prog)
 		if err != nil {
 			return err
 		}
 		bar := ps.bars + uintptr(4*n)
 		return c.launchFn(ps.fn, "decode_layers", ps.grid, 1, 32*(decodeWarps+1), shared,
-			p(dev), p(int32(n)), p(bar), p(int32(slotBytes)), p(int32(slots)), p(int32(shape.maxK)), p(d.Slot),
-			p(d.X.DevicePtr()), p(d.Proj.DevicePtr()), p(d.Core.DevicePtr()), p(d.Hidden.DevicePtr()))
+			p(pr.dev), p(int32(n)), p(bar), p(int32(slotBytes)), p(int32(slots)), p(int32(shape.maxK)), p(d.Slot),
+			p(d.X.DevicePtr()), p(d.Proj.DevicePtr()), p(d.Core.DevicePtr()), p(d.Hidden.DevicePtr()), p(pr.times))
 	})
+}
+
+// program is a program's device copy, and under GOVLLM_CUDA_PROFILE=phases
+// the buffer its launches write their phases' times to.
+type program struct {
+	words      []int32
+	dev, times uintptr
+	order      int // the programs' first launches, in order
 }
 
 // program returns the device copy of prog, uploading it the first time: a
 // run's program is the same every step (what changes comes as arguments).
-func (c *Context) program(prog []int32) (uintptr, error) {
+func (c *Context) program(prog []int32) (*program, error) {
 	ps := &c.persist
 	bytes := unsafe.Slice((*byte)(unsafe.Pointer(unsafe.SliceData(prog))), 4*len(prog))
-	if dev, ok := ps.progs[string(bytes)]; ok {
-		return dev, nil
+	if pr, ok := ps.progs[string(bytes)]; ok {
+		return pr, nil
 	}
 	if err := c.flush(); err != nil { // an upload waits: not inside a recording
-		return 0, err
+		return nil, err
 	}
 	if len(ps.progs) >= 256 { // models come and go: drop the old programs
-		for _, dev := range ps.progs {
-			cuMemFree(dev)
+		for _, pr := range ps.progs {
+			cuMemFree(pr.dev)
+			if pr.times != 0 {
+				cuMemFree(pr.times)
+			}
 		}
 		clear(ps.progs)
 	}
-	var dev uintptr
-	if err := check("cuMemAlloc", cuMemAlloc(&dev, uintptr(len(bytes)))); err != nil {
-		return 0, err
+	pr := &program{words: slices.Clone(prog), order: len(ps.progs)}
+	if err := check("cuMemAlloc", cuMemAlloc(&pr.dev, uintptr(len(bytes)))); err != nil {
+		return nil, err
 	}
-	if err := check("cuMemcpyHtoD", cuMemcpyHtoD(dev, unsafe.Pointer(unsafe.SliceData(bytes)), uintptr(len(bytes)))); err != nil {
-		cuMemFree(dev)
-		return 0, err
+	if err := check("cuMemcpyHtoD", cuMemcpyHtoD(pr.dev, unsafe.Pointer(unsafe.SliceData(bytes)), uintptr(len(bytes)))); err != nil {
+		cuMemFree(pr.dev)
+		return nil, err
 	}
-	ps.progs[string(bytes)] = dev
-	return dev, nil
+	if profilingPhases {
+		n := len(prog)/phaseWords + 1
+		if err := check("cuMemAlloc", cuMemAlloc(&pr.times, uintptr(8*timesWords*ps.grid*n))); err != nil {
+			cuMemFree(pr.dev)
+			return nil, err
+		}
+		cuMemsetD8(pr.times, 0, uintptr(8*timesWords*ps.grid*n))
+		phaseCtx.Store(c)
+	}
+	ps.progs[string(bytes)] = pr
+	return pr, nil
 }
 
 // progShape is what a program asks of the ring: its largest slot and staged input.

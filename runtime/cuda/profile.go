@@ -160,6 +160,9 @@ func profileRead() {
 
 // WriteProfile writes the kernel times gathered under GOVLLM_CUDA_PROFILE.
 func WriteProfile(w io.Writer) {
+	if profilingPhases {
+		writePhaseTimes(w)
+	}
 	profileRead()
 	profMu.Lock()
 	defer profMu.Unlock()
