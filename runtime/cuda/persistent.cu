@@ -94,6 +94,10 @@ typedef unsigned long long saddr; // a shared-memory address
 __device__ __forceinline__ unsigned long long now_ns() { return emu::globaltimer(); }
 __device__ __forceinline__ unsigned long long clk() { return emu::globaltimer(); }
 __device__ __forceinline__ float ld_cg(const float* p) { return *(const volatile float*)p; }
+__device__ __forceinline__ float4 ld_cg4(const float* p) {
+    const volatile float* v = p;
+    return make_float4(v[0], v[1], v[2], v[3]);
+}
 __device__ __forceinline__ saddr s_addr(const void* p) { return (saddr)p; }
 // An mbarrier: arrivals still due (low word), then the count and the phase (top bit).
 __device__ __forceinline__ void mbar_init(saddr a, int count) { *(unsigned long long*)a = ((unsigned long long)count << 32) | (unsigned)count; }
@@ -124,11 +128,11 @@ __device__ __forceinline__ unsigned long long now_ns() {
     return t;
 }
 __device__ __forceinline__ unsigned long long clk() { return clock64(); }
-__device__ __forceinline__ float ld_cg(const float* p) {
-    float v;
-    asm volatile("ld.global.cg.f32 %0, [%1];" : "=f"(v) : "l"(p));
-    return v;
-}
+// What other blocks wrote before the barrier is read around L1 (which
+// may hold it stale); a plain load, so that the compiler can put many in
+// flight at once (the barriers' asm clobbers memory: none moves above).
+__device__ __forceinline__ float ld_cg(const float* p) { return __ldcg(p); }
+__device__ __forceinline__ float4 ld_cg4(const float* p) { return __ldcg((const float4*)p); }
 __device__ __forceinline__ saddr s_addr(const void* p) {
     unsigned a;
     asm("{ .reg .u64 t; cvta.to.shared.u64 t, %1; cvt.u32.u64 %0, t; }" : "=r"(a) : "l"(p));
@@ -274,32 +278,59 @@ __device__ void produce(const Phase* prog, int n, const Bufs& bufs, unsigned cha
     cp_wait_all();
 }
 
-// stage writes the phase's input, as it reads it, into xs.
+// stage writes the phase's input, as it reads it, into xs. Each thread
+// reads its float4s of it before it uses any, so that the reads from L2
+// are in flight together rather than one round trip each.
+#define STAGE_V 4 // float4s a thread has in flight
 __device__ void stage(const Phase& p, const Ptr& a, float* xs, float* red) {
     int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
-    if (p.stage == ST_GATED) { // each value head normalised over its dv, times silu(z)
+    float4* xs4 = (float4*)xs;
+    if (p.stage == ST_GATED) { // each value head normalised over its dv, times silu(z): a warp a head
+        int d4 = p.dv / 4;     // at most 64 (dv <= 256): two float4s a lane
         for (int h = warp; h < p.hv; h += CW) {
+            float4 v[2], zz[2];
             float ss = 0.f;
-            for (int j = lane; j < p.dv; j += 32) {
-                float v = ld_cg(a.src + (i64)h * p.dv + j);
-                ss += v * v;
+#pragma unroll
+            for (int j = 0; j < 2; j++) {
+                int k = lane + 32 * j;
+                if (k < d4) {
+                    v[j] = ld_cg4(a.src + (i64)h * p.dv + 4 * k);
+                    zz[j] = ld_cg4(a.z + (i64)h * p.dv + 4 * k);
+                }
             }
-            ss = warp_sum(ss);
-            if (lane == 0) red[h] = rsqrtf(ss / p.dv + p.eps);
-        }
-        consumers_sync();
-        for (int k = tid; k < p.K; k += NT) {
-            float zz = ld_cg(a.z + k);
-            xs[k] = ld_cg(a.src + k) * red[k / p.dv] * p.normw[k % p.dv] * (zz * sigmoidf_(zz));
+#pragma unroll
+            for (int j = 0; j < 2; j++)
+                if (lane + 32 * j < d4) ss += v[j].x * v[j].x + v[j].y * v[j].y + v[j].z * v[j].z + v[j].w * v[j].w;
+            float inv = rsqrtf(warp_sum(ss) / p.dv + p.eps);
+#pragma unroll
+            for (int j = 0; j < 2; j++) {
+                int k = lane + 32 * j;
+                if (k < d4) {
+                    float4 w = *(const float4*)(p.normw + 4 * k), z = zz[j], o;
+                    o.x = v[j].x * inv * w.x * (z.x * sigmoidf_(z.x));
+                    o.y = v[j].y * inv * w.y * (z.y * sigmoidf_(z.y));
+                    o.z = v[j].z * inv * w.z * (z.z * sigmoidf_(z.z));
+                    o.w = v[j].w * inv * w.w * (z.w * sigmoidf_(z.w));
+                    xs4[h * d4 + k] = o;
+                }
+            }
         }
         consumers_sync();
         return;
     }
     float ss = 0.f;
-    for (int k = tid; k < p.K; k += NT) {
-        float v = ld_cg(a.src + k);
-        xs[k] = v;
-        ss += v * v;
+    int K4 = p.K / 4;
+    for (int k0 = 0; k0 < K4; k0 += STAGE_V * NT) {
+        float4 v[STAGE_V];
+#pragma unroll
+        for (int j = 0; j < STAGE_V; j++)
+            if (k0 + j * NT + tid < K4) v[j] = ld_cg4(a.src + 4 * (k0 + j * NT + tid));
+#pragma unroll
+        for (int j = 0; j < STAGE_V; j++)
+            if (k0 + j * NT + tid < K4) {
+                xs4[k0 + j * NT + tid] = v[j];
+                ss += v[j].x * v[j].x + v[j].y * v[j].y + v[j].z * v[j].z + v[j].w * v[j].w;
+            }
     }
     if (p.stage == ST_NORM) {
         ss = warp_sum(ss);
@@ -308,15 +339,20 @@ __device__ void stage(const Phase& p, const Ptr& a, float* xs, float* red) {
         float tot = 0.f;
         for (int w = 0; w < CW; w++) tot += red[w];
         float inv = rsqrtf(tot / p.K + p.eps);
-        for (int k = tid; k < p.K; k += NT) xs[k] = xs[k] * inv * (1.f + p.normw[k]);
+        for (int k = tid; k < K4; k += NT) {
+            float4 x = xs4[k], w = *(const float4*)(p.normw + 4 * k);
+            x.x *= inv * (1.f + w.x), x.y *= inv * (1.f + w.y), x.z *= inv * (1.f + w.z), x.w *= inv * (1.f + w.w);
+            xs4[k] = x;
+        }
     }
     consumers_sync();
 }
 
-// finish writes row r's dot product v as the phase's epilogue says.
-__device__ __forceinline__ void finish(const Phase& p, const Ptr& a, int r, float v) {
+// finish writes row r's dot product v as the phase's epilogue says (old:
+// the row's value before, read ahead for EP_ADD).
+__device__ __forceinline__ void finish(const Phase& p, const Ptr& a, int r, float v, float old) {
     if (p.epi == EP_ADD) {
-        a.out[r] = ld_cg(a.out + r) + v;
+        a.out[r] = old + v;
     } else if (p.epi == EP_CONV && r < p.C) { // the causal conv with SiLU of channel r; its state advances
         int K = p.Kc;
         const float* w = p.convw + (i64)r * K;
@@ -356,7 +392,8 @@ __device__ void gemv(const Phase& p, const Ptr& a, const float* xs, const unsign
             const uint4* wr[4];
 #pragma unroll
             for (int q = 0; q < 4; q++) wr[q] = wq + (i64)(g + (glu ? (q & 1) + (q >> 1) * rows : q)) * units;
-            float acc[4] = {0.f, 0.f, 0.f, 0.f};
+            float acc[4] = {0.f, 0.f, 0.f, 0.f}, old = 0.f;
+            if (p.epi == EP_ADD && lane < live) old = ld_cg(a.out + row + g + lane); // in flight with the dot products
             for (int u = lane; u < units; u += 32) {
                 float4 x0 = xv[2 * u], x1 = xv[2 * u + 1];
 #pragma unroll
@@ -372,7 +409,7 @@ __device__ void gemv(const Phase& p, const Ptr& a, const float* xs, const unsign
                 }
             } else if (lane < live) {
                 float v = lane == 0 ? acc[0] : lane == 1 ? acc[1] : lane == 2 ? acc[2] : acc[3];
-                finish(p, a, row + g + lane, v);
+                finish(p, a, row + g + lane, v, old);
             }
         }
         __syncwarp();
@@ -395,6 +432,7 @@ __device__ void rule(const Phase& p, const Ptr& a, const unsigned char* slot0, u
         const float *q = a.src + (i64)kh * p.dk, *k = a.src + (i64)(p.hk + kh) * p.dk;
         // Each warp takes the norms itself: no barrier for them.
         float qq = 0.f, kk = 0.f, qk = 0.f;
+#pragma unroll 4
         for (int i = lane; i < p.dk; i += 32) {
             float u = ld_cg(q + i), w = ld_cg(k + i);
             qq += u * u, kk += w * w, qk += u * w;

@@ -219,9 +219,17 @@ func (f *phase) append(prog []int32) []int32 {
 func buildProgram(prog []int32, d *rt.DecodeLayersArgs) ([]int32, progShape, error) {
 	var sh progShape
 	h := d.X.Dim(1)
+	for _, t := range []*rt.Tensor{d.X, d.Proj, d.Core, d.Hidden} {
+		if t.DevicePtr()%16 != 0 {
+			return prog, sh, fmt.Errorf("x or scratch at %#x: the kernel reads them in 16-byte pieces", t.DevicePtr())
+		}
+	}
 	gemv := func(f phase, glu bool) (phase, error) {
 		if f.k%8 != 0 {
 			return f, fmt.Errorf("a matrix of %d columns: the kernel reads rows in 16-byte pieces", f.k)
+		}
+		if f.normw%16 != 0 || f.srcOff%4 != 0 || f.zOff%4 != 0 {
+			return f, fmt.Errorf("a norm weight at %#x, inputs at offsets %d and %d: the kernel stages inputs in 16-byte pieces", f.normw, f.srcOff, f.zOff)
 		}
 		rb := 2 * int(f.k)
 		if glu {
@@ -254,6 +262,8 @@ func buildProgram(prog []int32, d *rt.DecodeLayersArgs) ([]int32, progShape, err
 			switch {
 			case dk%16 != 0 || dk > 128 || dv%ruleCols != 0:
 				return prog, sh, fmt.Errorf("block %d: key head dim %d, value head dim %d: the kernel takes key dims in multiples of 16 up to 128 and value dims in multiples of %d", i, dk, dv, ruleCols)
+			case dv > 256:
+				return prog, sh, fmt.Errorf("block %d: value head dim %d, over 256 (the gated norm's staging)", i, dv)
 			case kc > 9:
 				return prog, sh, fmt.Errorf("block %d: a conv of %d taps, over 9", i, kc)
 			case hv > 2*32*decodeWarps:
