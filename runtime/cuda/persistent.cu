@@ -114,6 +114,7 @@ __device__ __forceinline__ void cp_arrive(saddr a) { mbar_arrive(a); }
 __device__ __forceinline__ void cp_wait_all() {}
 __device__ __forceinline__ void consumers_sync() { emu::namedSync(1, NT); }
 __device__ __forceinline__ void depend_wait() {}
+__device__ __forceinline__ void launch_dependents() {}
 __device__ __forceinline__ unsigned ld_acquire(const unsigned* p) { return __atomic_load_n(p, __ATOMIC_ACQUIRE); }
 __device__ __forceinline__ void red_release(unsigned* p) { __atomic_fetch_add(p, 1u, __ATOMIC_RELEASE); }
 __device__ __forceinline__ void spin_pause() { emu::spin(); }
@@ -154,6 +155,11 @@ __device__ __forceinline__ void depend_wait() {
     asm volatile("griddepcontrol.wait;" ::: "memory");
 #endif
 }
+__device__ __forceinline__ void launch_dependents() {
+#if __CUDA_ARCH__ >= 900
+    asm volatile("griddepcontrol.launch_dependents;" :::);
+#endif
+}
 __device__ __forceinline__ unsigned ld_acquire(const unsigned* p) {
     unsigned v;
     asm volatile("ld.acquire.gpu.u32 %0, [%1];" : "=r"(v) : "l"(p) : "memory");
@@ -177,6 +183,16 @@ __device__ __forceinline__ void mbar_wait(saddr a, unsigned parity) {
             else if (t - t0 > SPIN_NS) TRAP("decode_layers: a ring slot was never filled or read");
         }
     }
+}
+
+__device__ __forceinline__ void full_wait(saddr a, unsigned parity, unsigned long long* waited) {
+    if (!waited) {
+        mbar_wait(a, parity);
+        return;
+    }
+    unsigned long long t = clk();
+    mbar_wait(a, parity);
+    *waited += clk() - t;
 }
 
 // await_count spins until the grid's barrier count reaches goal.
@@ -217,9 +233,13 @@ __device__ __forceinline__ int rule_chunks(const Phase& p) {
 // consumers write T_START (clock at the phase's start), T_PASSED (past its
 // barrier), T_STAGED (input staged), T_DONE (rows written) and G_PASSED,
 // G_DONE (the same two by the GPU's global timer), and the producer
-// T_FREE (the phase's first slot free) and T_ISSUED (its last copy issued);
+// T_FREE (the phase's first slot free) and T_ISSUED (its last copy issued),
+// and the first consumer warp T_FULL (clocks it waited for filled slots);
 // phase n holds the launch's start (T_START, G_PASSED).
-enum { T_START, T_PASSED, T_STAGED, T_DONE, G_PASSED, G_DONE, T_FREE, T_ISSUED, TIMES };
+enum { T_START, T_PASSED, T_STAGED, T_DONE, G_PASSED, G_DONE, T_FREE, T_ISSUED, T_FULL, TIMES };
+
+// full_wait waits for a slot's fill, adding the clocks to *waited if set.
+__device__ __forceinline__ void full_wait(saddr a, unsigned parity, unsigned long long* waited);
 __device__ __forceinline__ unsigned long long* times_at(unsigned long long* times, int i) {
     return times + ((i64)i * gridDim.x + blockIdx.x) * TIMES;
 }
@@ -286,32 +306,41 @@ __device__ void stage(const Phase& p, const Ptr& a, float* xs, float* red) {
     int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
     float4* xs4 = (float4*)xs;
     if (p.stage == ST_GATED) { // each value head normalised over its dv, times silu(z): a warp a head
-        int d4 = p.dv / 4;     // at most 64 (dv <= 256): two float4s a lane
-        for (int h = warp; h < p.hv; h += CW) {
-            float4 v[2], zz[2];
-            float ss = 0.f;
+        int d4 = p.dv / 4;     // at most 64 (dv <= 256): two float4s a lane, two heads a warp in flight
+        for (int h0 = warp; h0 < p.hv; h0 += 2 * CW) {
+            float4 v[2][2], zz[2][2];
 #pragma unroll
-            for (int j = 0; j < 2; j++) {
-                int k = lane + 32 * j;
-                if (k < d4) {
-                    v[j] = ld_cg4(a.src + (i64)h * p.dv + 4 * k);
-                    zz[j] = ld_cg4(a.z + (i64)h * p.dv + 4 * k);
+            for (int e = 0; e < 2; e++) {
+                int h = h0 + e * CW;
+#pragma unroll
+                for (int j = 0; j < 2; j++) {
+                    int k = lane + 32 * j;
+                    if (h < p.hv && k < d4) {
+                        v[e][j] = ld_cg4(a.src + (i64)h * p.dv + 4 * k);
+                        zz[e][j] = ld_cg4(a.z + (i64)h * p.dv + 4 * k);
+                    }
                 }
             }
 #pragma unroll
-            for (int j = 0; j < 2; j++)
-                if (lane + 32 * j < d4) ss += v[j].x * v[j].x + v[j].y * v[j].y + v[j].z * v[j].z + v[j].w * v[j].w;
-            float inv = rsqrtf(warp_sum(ss) / p.dv + p.eps);
+            for (int e = 0; e < 2; e++) {
+                int h = h0 + e * CW;
+                if (h >= p.hv) break;
+                float ss = 0.f;
 #pragma unroll
-            for (int j = 0; j < 2; j++) {
-                int k = lane + 32 * j;
-                if (k < d4) {
-                    float4 w = *(const float4*)(p.normw + 4 * k), z = zz[j], o;
-                    o.x = v[j].x * inv * w.x * (z.x * sigmoidf_(z.x));
-                    o.y = v[j].y * inv * w.y * (z.y * sigmoidf_(z.y));
-                    o.z = v[j].z * inv * w.z * (z.z * sigmoidf_(z.z));
-                    o.w = v[j].w * inv * w.w * (z.w * sigmoidf_(z.w));
-                    xs4[h * d4 + k] = o;
+                for (int j = 0; j < 2; j++)
+                    if (lane + 32 * j < d4) ss += v[e][j].x * v[e][j].x + v[e][j].y * v[e][j].y + v[e][j].z * v[e][j].z + v[e][j].w * v[e][j].w;
+                float inv = rsqrtf(warp_sum(ss) / p.dv + p.eps);
+#pragma unroll
+                for (int j = 0; j < 2; j++) {
+                    int k = lane + 32 * j;
+                    if (k < d4) {
+                        float4 w = *(const float4*)(p.normw + 4 * k), z = zz[e][j], x = v[e][j], o;
+                        o.x = x.x * inv * w.x * (z.x * sigmoidf_(z.x));
+                        o.y = x.y * inv * w.y * (z.y * sigmoidf_(z.y));
+                        o.z = x.z * inv * w.z * (z.z * sigmoidf_(z.z));
+                        o.w = x.w * inv * w.w * (z.w * sigmoidf_(z.w));
+                        xs4[h * d4 + k] = o;
+                    }
                 }
             }
         }
@@ -348,24 +377,40 @@ __device__ void stage(const Phase& p, const Ptr& a, float* xs, float* red) {
     consumers_sync();
 }
 
-// finish writes row r's dot product v as the phase's epilogue says (old:
-// the row's value before, read ahead for EP_ADD).
-__device__ __forceinline__ void finish(const Phase& p, const Ptr& a, int r, float v, float old) {
+// Pre is what a row's epilogue reads besides its dot product, read before
+// the dot products so that its round trip to L2 overlaps them: EP_ADD's
+// old value, EP_CONV's taps and state.
+struct Pre { float old, w[9], in[8]; };
+__device__ __forceinline__ Pre pre_of(const Phase& p, const Ptr& a, int r) {
+    Pre q;
+    q.old = 0.f;
     if (p.epi == EP_ADD) {
-        a.out[r] = old + v;
+        q.old = ld_cg(a.out + r);
+    } else if (p.epi == EP_CONV && r < p.C) {
+        const float* w = p.convw + (i64)r * p.Kc;
+#pragma unroll
+        for (int j = 0; j < 9; j++)
+            if (j < p.Kc) q.w[j] = w[j];
+#pragma unroll
+        for (int j = 0; j < 8; j++)
+            if (j < p.Kc - 1) q.in[j] = ld_cg(a.convst + (i64)j * p.C + r);
+    }
+    return q;
+}
+
+// finish writes row r's dot product v as the phase's epilogue says.
+__device__ __forceinline__ void finish(const Phase& p, const Ptr& a, int r, float v, const Pre& q) {
+    if (p.epi == EP_ADD) {
+        a.out[r] = q.old + v;
     } else if (p.epi == EP_CONV && r < p.C) { // the causal conv with SiLU of channel r; its state advances
         int K = p.Kc;
-        const float* w = p.convw + (i64)r * K;
-        float acc = w[K - 1] * v, in[8];
+        float acc = 0.f;
 #pragma unroll
-        for (int j = 0; j < 8; j++)
-            if (j < K - 1) in[j] = ld_cg(a.convst + (i64)j * p.C + r);
-#pragma unroll
-        for (int j = 0; j < 8; j++)
-            if (j < K - 1) acc += w[j] * in[j];
+        for (int j = 0; j < 9; j++)
+            if (j < K) acc += q.w[j] * (j == K - 1 ? v : q.in[j < 8 ? j : 7]);
 #pragma unroll
         for (int j = 0; j < 7; j++)
-            if (j < K - 2) a.convst[(i64)j * p.C + r] = in[j + 1];
+            if (j < K - 2) a.convst[(i64)j * p.C + r] = q.in[j + 1];
         if (K > 1) a.convst[(i64)(K - 2) * p.C + r] = v;
         a.out[r] = acc * sigmoidf_(acc);
     } else {
@@ -375,7 +420,7 @@ __device__ __forceinline__ void finish(const Phase& p, const Ptr& a, int r, floa
 
 // gemv computes the block's rows of a GEMV phase from the ring.
 __device__ void gemv(const Phase& p, const Ptr& a, const float* xs, const unsigned char* slot0, unsigned long long* full,
-                     unsigned long long* empty, i64 s, int slot_bytes, int slots) {
+                     unsigned long long* empty, i64 s, int slot_bytes, int slots, unsigned long long* waited) {
     int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, units = p.K / 8;
     Rows r = rows_of(p, slot_bytes);
     const float4* xv = (const float4*)xs;
@@ -383,7 +428,7 @@ __device__ void gemv(const Phase& p, const Ptr& a, const float* xs, const unsign
     for (int c = warp; c < r.chunks; c += CW) {
         i64 sc = s + c;
         int slot = (int)(sc % slots);
-        mbar_wait(s_addr(full + slot), (unsigned)(sc / slots) & 1u);
+        full_wait(s_addr(full + slot), (unsigned)(sc / slots) & 1u, waited);
         const uint4* wq = (const uint4*)(slot0 + (i64)slot * slot_bytes);
         int row = r.r0 + c * r.rpc, rows = min(r.rpc, r.n - c * r.rpc), step = glu ? 2 : 4;
         for (int g = 0; g < rows; g += step) {
@@ -392,8 +437,9 @@ __device__ void gemv(const Phase& p, const Ptr& a, const float* xs, const unsign
             const uint4* wr[4];
 #pragma unroll
             for (int q = 0; q < 4; q++) wr[q] = wq + (i64)(g + (glu ? (q & 1) + (q >> 1) * rows : q)) * units;
-            float acc[4] = {0.f, 0.f, 0.f, 0.f}, old = 0.f;
-            if (p.epi == EP_ADD && lane < live) old = ld_cg(a.out + row + g + lane); // in flight with the dot products
+            float acc[4] = {0.f, 0.f, 0.f, 0.f};
+            Pre pre;
+            if (!glu && lane < live) pre = pre_of(p, a, row + g + lane); // in flight with the dot products
             for (int u = lane; u < units; u += 32) {
                 float4 x0 = xv[2 * u], x1 = xv[2 * u + 1];
 #pragma unroll
@@ -409,7 +455,7 @@ __device__ void gemv(const Phase& p, const Ptr& a, const float* xs, const unsign
                 }
             } else if (lane < live) {
                 float v = lane == 0 ? acc[0] : lane == 1 ? acc[1] : lane == 2 ? acc[2] : acc[3];
-                finish(p, a, row + g + lane, v, old);
+                finish(p, a, row + g + lane, v, pre);
             }
         }
         __syncwarp();
@@ -422,7 +468,7 @@ __device__ void gemv(const Phase& p, const Ptr& a, const float* xs, const unsign
 // writes the head's raw output (the next phase normalises it). Thread t
 // takes column t % 16 and rows t / 16 + 16m.
 __device__ void rule(const Phase& p, const Ptr& a, const unsigned char* slot0, unsigned long long* full,
-                     unsigned long long* empty, i64 s, int slot_bytes, int slots, float* red) {
+                     unsigned long long* empty, i64 s, int slot_bytes, int slots, float* red, unsigned long long* waited) {
     int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, c = tid & 15, rp = tid >> 4;
     int groups = p.dv / RULE_COLS, items = rule_items(p), M = p.dk / 16, ratio = p.hv / p.hk;
     int vd = p.hv * p.dv;
@@ -449,7 +495,7 @@ __device__ void rule(const Phase& p, const Ptr& a, const unsigned char* slot0, u
         float sp = ga > 20.f ? ga : log1pf(expf(ga)); // torch's softplus threshold
         float e = expf(-expf(p.alog[h]) * sp);
         int slot = (int)(s % slots);
-        mbar_wait(s_addr(full + slot), (unsigned)(s / slots) & 1u);
+        full_wait(s_addr(full + slot), (unsigned)(s / slots) & 1u, waited);
         const float* S = (const float*)(slot0 + (i64)slot * slot_bytes); // [dk][16]
         float Sr[8], sk = 0.f, sq = 0.f;
 #pragma unroll
@@ -556,15 +602,19 @@ extern "C" __global__ void __launch_bounds__(NT + 32, 1) decode_layers(const Pha
             if (threadIdx.x == 0) await_count(bar, base + gridDim.x * (unsigned)i);
             consumers_sync();
         }
-        if (t) t[T_PASSED] = clk(), t[G_PASSED] = now_ns();
+        if (t) t[T_PASSED] = clk(), t[G_PASSED] = now_ns(), t[T_FULL] = 0;
+        // The kernel after may launch now, its blocks waiting beside these
+        // for this grid's end: its launch is not on the step's path.
+        if (i == n - 1) launch_dependents();
+        unsigned long long* waited = t ? t + T_FULL : nullptr;
         if (p.kind == PH_GEMV) {
             stage(p, a, xs, red);
             if (t) t[T_STAGED] = clk();
-            gemv(p, a, xs, slot0, full, empty, s, slot_bytes, slots);
+            gemv(p, a, xs, slot0, full, empty, s, slot_bytes, slots, waited);
             s += rows_of(p, slot_bytes).chunks;
         } else {
             if (t) t[T_STAGED] = t[T_PASSED];
-            rule(p, a, slot0, full, empty, s, slot_bytes, slots, red);
+            rule(p, a, slot0, full, empty, s, slot_bytes, slots, red, waited);
             s += rule_chunks(p);
         }
         consumers_sync();

@@ -22,8 +22,8 @@ var phaseCtx atomic.Pointer[Context]
 
 // timesWords is persistent.cu's TIMES; the T_* and G_* below its words.
 const (
-	tStart, tPassed, tStaged, tDone, gPassed, gDone, tFree, tIssued = 0, 1, 2, 3, 4, 5, 6, 7
-	timesWords                                                      = 8
+	tStart, tPassed, tStaged, tDone, gPassed, gDone, tFree, tIssued, tFull = 0, 1, 2, 3, 4, 5, 6, 7, 8
+	timesWords                                                             = 9
 )
 
 // writePhaseTimes reads back every program's times and writes a summary.
@@ -72,14 +72,14 @@ func writePhaseTimes(w io.Writer) {
 		prev = s.end
 		fmt.Fprintf(w, "decode_layers program %d: %d phases, %.1f µs from the first block's start to the last block's end%s (%.3f clocks a ns)\n",
 			k, len(s.rows), float64(s.end-s.start)/1e3, gap, s.clocksPerNs)
-		fmt.Fprintf(w, "  %-26s %8s %15s %8s %15s %8s %8s %8s\n", "phase", "span", "wait med/max", "stage", "work med/max", "lead", "stall", "tail")
+		fmt.Fprintf(w, "  %-26s %8s %15s %8s %15s %8s %8s %8s %8s\n", "phase", "span", "wait med/max", "stage", "work med/max", "data", "lead", "stall", "tail")
 		for i, row := range s.rows {
-			fmt.Fprintf(w, "  %2d %-23s %8.2f %7.2f/%-7.2f %8.2f %7.2f/%-7.2f %8.2f %8.2f %8.2f\n", i, row.what, row.span,
-				row.waitMed, row.waitMax, row.stageMed, row.workMed, row.workMax, row.leadMed, row.stallMed, row.tail)
+			fmt.Fprintf(w, "  %2d %-23s %8.2f %7.2f/%-7.2f %8.2f %7.2f/%-7.2f %8.2f %8.2f %8.2f %8.2f\n", i, row.what, row.span,
+				row.waitMed, row.waitMax, row.stageMed, row.workMed, row.workMax, row.dataMed, row.leadMed, row.stallMed, row.tail)
 		}
 	}
 	fmt.Fprintln(w, "  µs; span: the phase's last block done after the phase before's; wait: from the phase's start past its barrier;"+
-		" lead: how long before that the producer had issued the phase's copies (negative: after); stall: the producer waiting for a free slot;"+
+		" data: of the work, the first warp waiting for filled slots; lead: how long before that the producer had issued the phase's copies (negative: after); stall: the producer waiting for a free slot;"+
 		" tail: the last block done after the median one")
 }
 
@@ -93,7 +93,7 @@ type phaseSummary struct {
 type phaseRow struct {
 	what                                               string
 	span, waitMed, waitMax, stageMed, workMed, workMax float64
-	leadMed, stallMed, tail                            float64
+	dataMed, leadMed, stallMed, tail                   float64
 }
 
 // summarisePhases reads a program's times (see persistent.cu); nil if it
@@ -131,6 +131,7 @@ func summarisePhases(words []int32, times []uint64, grid int) *phaseSummary {
 		row.waitMed, row.waitMax = stat(func(b int) float64 { return us(int64(at(i, b, tPassed) - at(i, b, tStart))) })
 		row.stageMed, _ = stat(func(b int) float64 { return us(int64(at(i, b, tStaged) - at(i, b, tPassed))) })
 		row.workMed, row.workMax = stat(func(b int) float64 { return us(int64(at(i, b, tDone) - at(i, b, tStaged))) })
+		row.dataMed, _ = stat(func(b int) float64 { return us(int64(at(i, b, tFull))) })
 		row.leadMed, _ = stat(func(b int) float64 { return us(int64(at(i, b, tPassed)) - int64(at(i, b, tIssued))) })
 		row.stallMed, _ = stat(func(b int) float64 {
 			if i == 0 {

@@ -38,11 +38,11 @@ func TestSummarisePhases(t *testing.T) {
 	set(2, 0, [timesWords]uint64{tStart: 1000, gPassed: 10_000})
 	set(2, 1, [timesWords]uint64{tStart: 5000, gPassed: 10_000})
 	// Phase 0: block 0 waits 2 µs, stages 1, works 4; block 1 waits 4, stages 1, works 4.
-	set(0, 0, [timesWords]uint64{1000, 5000, 7000, 15000, 12_000, 17_000, 1200, 3000})
-	set(0, 1, [timesWords]uint64{5000, 13000, 15000, 23000, 14_000, 19_000, 5200, 9000})
+	set(0, 0, [timesWords]uint64{1000, 5000, 7000, 15000, 12_000, 17_000, 1200, 3000, 2000})
+	set(0, 1, [timesWords]uint64{5000, 13000, 15000, 23000, 14_000, 19_000, 5200, 9000, 4000})
 	// Phase 1 (rule: staged when passed): both work 2 µs after a 1 µs wait.
-	set(1, 0, [timesWords]uint64{15000, 17000, 17000, 21000, 18_000, 20_000, 4000, 6000})
-	set(1, 1, [timesWords]uint64{23000, 25000, 25000, 29000, 20_000, 22_000, 9000, 12000})
+	set(1, 0, [timesWords]uint64{15000, 17000, 17000, 21000, 18_000, 20_000, 4000, 6000, 0})
+	set(1, 1, [timesWords]uint64{23000, 25000, 25000, 29000, 20_000, 22_000, 9000, 12000, 0})
 	s := summarisePhases(words, times, grid)
 	if s == nil {
 		t.Fatal("no summary")
@@ -51,7 +51,7 @@ func TestSummarisePhases(t *testing.T) {
 		t.Fatalf("start %d end %d clocks a ns %v, want 10000, 22000, 2", s.start, s.end, s.clocksPerNs)
 	}
 	want := []phaseRow{
-		{what: "norm gemv+conv 8224x1024", span: 9, waitMed: 4, waitMax: 4, stageMed: 1, workMed: 4, workMax: 4, leadMed: 2, stallMed: 0.1, tail: 0},
+		{what: "norm gemv+conv 8224x1024", span: 9, waitMed: 4, waitMax: 4, stageMed: 1, workMed: 4, workMax: 4, dataMed: 2, leadMed: 2, stallMed: 0.1, tail: 0},
 		{what: "rule 16x128x128", span: 3, waitMed: 1, waitMax: 1, stageMed: 0, workMed: 2, workMax: 2, leadMed: 6.5, stallMed: 0.5, tail: 0},
 	}
 	for i, w := range want {
