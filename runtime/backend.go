@@ -925,6 +925,12 @@ func (b *Backend) DecodeLayers(d *DecodeLayersArgs) error {
 	c := &check{}
 	var room [maxDecodeOperands]*Tensor
 	ts := append(room[:0], d.X, d.Proj, d.Core, d.Hidden)
+	if d.AttnOut != nil {
+		ts = append(ts, d.AttnOut, d.AttnO, d.AttnGate)
+	}
+	if d.AttnIn != nil {
+		ts = append(ts, d.AttnIn, d.AttnNorm, d.AttnQKV)
+	}
 	for _, bl := range d.Blocks {
 		if len(ts)+9 > maxDecodeOperands {
 			c.failf(ErrShape, "%d blocks in one run, over the %d operands an op takes", len(d.Blocks), maxDecodeOperands)
@@ -1022,7 +1028,31 @@ func checkDecodeLayers(c *check, d *DecodeLayersArgs) DType {
 	}
 	if c.err != nil {
 		c.err = fmt.Errorf("block %d: %w", len(d.Blocks)-1, c.err)
-	} else if len(d.Blocks) == 0 {
+		return dt
+	}
+	if d.AttnOut != nil {
+		v := d.AttnOut.Dim(d.AttnOut.Rank() - 1)
+		matrix("attention's o_proj", d.AttnOut, h, v)
+		c.f32("attention's output and gate", d.AttnO, d.AttnGate)
+		for _, t := range []*Tensor{d.AttnO, d.AttnGate} {
+			c.contiguous("attention's output and gate", t)
+			if c.err == nil && t.Len() != v {
+				c.failf(ErrShape, "attention's output or gate %v for o_proj %v", t.shape, d.AttnOut.shape)
+			}
+		}
+	}
+	if d.AttnIn != nil {
+		r := d.AttnIn.Dim(0)
+		matrix("attention's qkv", d.AttnIn, r, h)
+		c.f32("attention's norm and qkv", d.AttnNorm, d.AttnQKV)
+		c.contiguous("attention's qkv output", d.AttnQKV)
+		if c.err == nil && (d.AttnNorm.Len() != h || d.AttnQKV.Len() != r) {
+			c.failf(ErrShape, "attention's norm %v and qkv %v for qkv weight %v", d.AttnNorm.shape, d.AttnQKV.shape, d.AttnIn.shape)
+		}
+	}
+	if c.err != nil {
+		c.err = fmt.Errorf("attention's ends: %w", c.err)
+	} else if len(d.Blocks) == 0 && d.AttnOut == nil && d.AttnIn == nil {
 		c.failf(ErrShape, "no blocks")
 	}
 	return dt

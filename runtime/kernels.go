@@ -111,6 +111,14 @@ type DecodeLayersArgs struct {
 	Slot               int32
 	Proj, Core, Hidden *Tensor
 	Eps                float32 // of every RMSNorm
+	// A run may also take the ends of the attention mixers around it, so
+	// that their projections stream with its weights. Where AttnOut [H, V]
+	// is set the run begins with X += (AttnO ⊙ sigmoid(AttnGate))·AttnOutᵀ
+	// (AttnO, AttnGate [1, V]: the attention before, and its gate); where
+	// AttnIn [R, H] is set it ends with AttnQKV [1, R] = rmsnorm(X)·(1 +
+	// AttnNorm)·AttnInᵀ (the next attention's projections).
+	AttnOut, AttnO, AttnGate  *Tensor
+	AttnIn, AttnNorm, AttnQKV *Tensor
 }
 
 // DecodeBlock is a block of DecodeLayersArgs: a DeltaNet mixer where

@@ -28,31 +28,45 @@ func bindAttention(b *binder, prefix string, c *Config) *Attention {
 }
 
 func (a *Attention) forward(be *rt.Backend, c *Config, out, x, kCache, vCache *rt.Tensor, b *batch, fused bool) error {
-	t, d, hq, hkv := x.Dim(0), c.HeadDim, c.NumHeads, c.NumKVHeads
+	t, d, hq := x.Dim(0), c.HeadDim, c.NumHeads
 	ar := b.arena
 	in, err := a.In.forward(be, ar, x)
 	if err != nil {
 		return err
 	}
-	qg, k, v := ar.Reshape(in[0], t, hq, 2*d), ar.Reshape(in[1], t, hkv, d), ar.Reshape(in[2], t, hkv, d)
-	q, gate := ar.New(rt.F32, t, hq, d), ar.New(rt.F32, t, hq, d)
-	if fused { // the preamble writes the cache too
-		p := rt.PreambleParams{RotaryDim: c.RotaryDim, Theta: c.RopeTheta, Eps: c.RMSNormEps,
-			KCache: kCache, VCache: vCache, V: v, Slots: b.kvSlots}
-		if err := be.AttnPreamble(q, gate, qg, k, a.QNorm, a.KNorm, b.positions, p); err != nil {
-			return err
-		}
-	} else if err := a.composite(be, c, q, gate, qg, k, v, kCache, vCache, b); err != nil {
-		return err
-	}
-	o := ar.New(rt.F32, t, hq, d)
-	if err := be.Attention(o, q, kCache, vCache, b.attn, b.blockSize, float32(1/math.Sqrt(float64(d)))); err != nil {
+	o, gate, err := a.core(be, c, in, kCache, vCache, b, fused)
+	if err != nil {
 		return err
 	}
 	if err := be.SigmoidMul(o, o, gate); err != nil {
 		return err
 	}
 	return be.MatMul(out, ar.Reshape(o, t, hq*d), a.OProj)
+}
+
+// core runs the attention between its projections: from in (q with its
+// gate, k, v: [T, rows]) to the attention's output o and the gate, both
+// [T, Hq, D], the gate not yet applied.
+func (a *Attention) core(be *rt.Backend, c *Config, in [maxProjections]*rt.Tensor, kCache, vCache *rt.Tensor, b *batch, fused bool) (o, gate *rt.Tensor, err error) {
+	t, d, hq, hkv := in[0].Dim(0), c.HeadDim, c.NumHeads, c.NumKVHeads
+	ar := b.arena
+	qg, k, v := ar.Reshape(in[0], t, hq, 2*d), ar.Reshape(in[1], t, hkv, d), ar.Reshape(in[2], t, hkv, d)
+	q := ar.New(rt.F32, t, hq, d)
+	gate = ar.New(rt.F32, t, hq, d)
+	if fused { // the preamble writes the cache too
+		p := rt.PreambleParams{RotaryDim: c.RotaryDim, Theta: c.RopeTheta, Eps: c.RMSNormEps,
+			KCache: kCache, VCache: vCache, V: v, Slots: b.kvSlots}
+		if err := be.AttnPreamble(q, gate, qg, k, a.QNorm, a.KNorm, b.positions, p); err != nil {
+			return nil, nil, err
+		}
+	} else if err := a.composite(be, c, q, gate, qg, k, v, kCache, vCache, b); err != nil {
+		return nil, nil, err
+	}
+	o = ar.New(rt.F32, t, hq, d)
+	if err := be.Attention(o, q, kCache, vCache, b.attn, b.blockSize, float32(1/math.Sqrt(float64(d)))); err != nil {
+		return nil, nil, err
+	}
+	return o, gate, nil
 }
 
 // composite is the unfused preamble and cache write: the chain

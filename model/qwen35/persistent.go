@@ -40,6 +40,8 @@ func (m *Model) persistentPath() error {
 			return errors.New("a mixture-of-experts model")
 		case l.Kind != FullAttention && !(same(l.DeltaNet.In.Fused) && same(l.DeltaNet.OutProj)):
 			return fmt.Errorf("layer %d: the DeltaNet projections are not one weight of one dtype", i)
+		case l.Kind == FullAttention && !(same(l.Attention.In.Fused) && same(l.Attention.OProj)):
+			return fmt.Errorf("layer %d: the attention's projections are not one qkv weight and an o_proj of one dtype", i)
 		case !(same(l.MLP.GateUp.Fused) && same(l.MLP.Down)):
 			return fmt.Errorf("layer %d: the MLP's matrices are not one gate_up weight and a down of one dtype", i)
 		}
@@ -80,38 +82,50 @@ func (m *Model) decodeRuns(c *Cache) []decodeRun {
 }
 
 // persistentStep runs the layers of a batch-1 decode step on x [1, H]
-// (the embedding), leaving the last layer's residual stream in x.
+// (the embedding), leaving the last layer's residual stream in x. An
+// attention layer's projections (with its input norm, gate and residual
+// add) run inside the DecodeLayers around it: between two only the
+// attention's core runs op by op.
 func (m *Model) persistentStep(c *Cache, b *batch, x *rt.Tensor) error {
 	cfg, ar, be := m.Config, b.arena, m.be
-	h := cfg.HiddenSize
 	vd := cfg.LinValueHeads * cfg.LinValueDim
-	inter := cfg.IntermediateSize
 	d := &c.decode
 	*d = rt.DecodeLayersArgs{X: x, Slot: int32(b.seqs[0].Slot), Eps: cfg.RMSNormEps,
-		Proj: ar.New(rt.F32, convChannels(cfg)+vd+2*cfg.LinValueHeads), Core: ar.New(rt.F32, vd), Hidden: ar.New(rt.F32, inter)}
-	normed, out := ar.New(rt.F32, 1, h), ar.New(rt.F32, 1, h)
+		Proj: ar.New(rt.F32, convChannels(cfg)+vd+2*cfg.LinValueHeads), Core: ar.New(rt.F32, vd), Hidden: ar.New(rt.F32, cfg.IntermediateSize)}
+	prev := -1 // the attention layer before this run
 	for _, r := range m.decodeRuns(c) {
-		if len(r.blocks) > 0 {
-			d.Blocks = r.blocks
-			if err := be.DecodeLayers(d); err != nil {
-				return fmt.Errorf("qwen35: layers before %d: %w", r.attn, err)
-			}
+		d.Blocks = r.blocks
+		d.AttnOut, d.AttnIn = nil, nil
+		if prev >= 0 {
+			d.AttnOut = m.Layers[prev].Attention.OProj
 		}
-		if r.attn < 0 {
+		var att *Attention
+		if r.attn >= 0 {
+			l := &m.Layers[r.attn]
+			att = l.Attention
+			d.AttnIn, d.AttnNorm, d.AttnQKV = att.In.Fused, l.InputNorm, ar.New(rt.F32, 1, att.In.Fused.Dim(0))
+		}
+		if err := be.DecodeLayers(d); err != nil {
+			if r.attn < 0 {
+				return fmt.Errorf("qwen35: layers after %d: %w", prev, err)
+			}
+			return fmt.Errorf("qwen35: layers before %d: %w", r.attn, err)
+		}
+		if att == nil {
 			continue
 		}
-		l := &m.Layers[r.attn]
-		if err := be.RMSNormOffset(normed, x, l.InputNorm, cfg.RMSNormEps); err != nil {
-			return fmt.Errorf("qwen35: layer %d: %w", r.attn, err)
+		var in [maxProjections]*rt.Tensor
+		off := 0
+		for i, rows := range att.In.Rows {
+			in[i] = ar.Slice(d.AttnQKV, 1, off, off+rows)
+			off += rows
 		}
-		mark := ar.Mark()
-		if err := l.Attention.forward(be, cfg, out, normed, c.k[r.attn], c.v[r.attn], b, m.fused); err != nil {
-			return fmt.Errorf("qwen35: layer %d (%s): %w", r.attn, l.Kind, err)
+		o, gate, err := att.core(be, cfg, in, c.k[r.attn], c.v[r.attn], b, m.fused)
+		if err != nil {
+			return fmt.Errorf("qwen35: layer %d (%s): %w", r.attn, m.Layers[r.attn].Kind, err)
 		}
-		ar.Release(mark)
-		if err := be.Add(x, x, out); err != nil {
-			return fmt.Errorf("qwen35: layer %d residual: %w", r.attn, err)
-		}
+		d.AttnO, d.AttnGate = o, gate
+		prev = r.attn
 	}
 	return nil
 }

@@ -15,14 +15,18 @@
 // epilogue, the delta rule spread over (value head, 16 columns), the
 // output projection with the gated norm in its staging and the residual
 // add in its epilogue), an MLP two (gate and up with SwiGLU, down with the
-// residual add). Between a kernel's phases a graph would have a launch and
+// residual add). A run may also begin with the output projection of the
+// attention before it (its gate's sigmoid in the staging, the residual
+// added) and end with the next attention's qkv projection, so that only
+// that attention's core runs between two launches. Between a kernel's
+// phases a graph would have a launch and
 // a norm kernel each; here the only waits are on data.
 
 typedef long long i64;
 typedef unsigned short u16;
 
 enum { PH_GEMV = 0, PH_RULE = 1 };
-enum { ST_RAW = 0, ST_NORM = 1, ST_GATED = 2 };
+enum { ST_RAW = 0, ST_NORM = 1, ST_GATED = 2, ST_SIGMUL = 3 };
 enum { EP_STORE = 0, EP_ADD = 1, EP_CONV = 2, EP_GLU = 3 };
 
 // Phase is one step of the program; persistent.go writes the same layout
@@ -45,13 +49,14 @@ struct Phase {
     int src, z, out;             // BUF_*: the staged input (GEMV) or the conv'd projections (RULE); ST_GATED's z; the output
     int src_off, z_off, out_off; // in floats
 };
-enum { BUF_X = 1, BUF_PROJ = 2, BUF_CORE = 3, BUF_HIDDEN = 4 };
+enum { BUF_X = 1, BUF_PROJ = 2, BUF_CORE = 3, BUF_HIDDEN = 4, BUF_ATTN_O = 5, BUF_ATTN_GATE = 6, BUF_ATTN_QKV = 7 };
 
 // Bufs are the launch's buffers; Ptr a phase's addresses in them.
-struct Bufs { float *x, *proj, *core, *hidden; int slot; };
+struct Bufs { float *x, *proj, *core, *hidden, *ao, *ag, *aqkv; int slot; };
 struct Ptr { const float *src, *z; float *out, *convst, *rec; };
 __device__ __forceinline__ float* buf_at(const Bufs& b, int id, int off) {
-    float* base = id == BUF_X ? b.x : id == BUF_PROJ ? b.proj : id == BUF_CORE ? b.core : b.hidden;
+    float* base = id == BUF_X ? b.x : id == BUF_PROJ ? b.proj : id == BUF_CORE ? b.core : id == BUF_HIDDEN ? b.hidden
+                : id == BUF_ATTN_O ? b.ao : id == BUF_ATTN_GATE ? b.ag : b.aqkv;
     return base + off;
 }
 __device__ __forceinline__ Ptr resolve(const Phase& p, const Bufs& b) {
@@ -349,6 +354,24 @@ __device__ void stage(const Phase& p, const Ptr& a, float* xs, float* red) {
     }
     float ss = 0.f;
     int K4 = p.K / 4;
+    if (p.stage == ST_SIGMUL) { // the attention's output times sigmoid of its gate
+        for (int k0 = 0; k0 < K4; k0 += STAGE_V * NT) {
+            float4 v[STAGE_V], g[STAGE_V];
+#pragma unroll
+            for (int j = 0; j < STAGE_V; j++)
+                if (k0 + j * NT + tid < K4) v[j] = ld_cg4(a.src + 4 * (k0 + j * NT + tid)), g[j] = ld_cg4(a.z + 4 * (k0 + j * NT + tid));
+#pragma unroll
+            for (int j = 0; j < STAGE_V; j++)
+                if (k0 + j * NT + tid < K4) {
+                    float4 o;
+                    o.x = v[j].x * sigmoidf_(g[j].x), o.y = v[j].y * sigmoidf_(g[j].y);
+                    o.z = v[j].z * sigmoidf_(g[j].z), o.w = v[j].w * sigmoidf_(g[j].w);
+                    xs4[k0 + j * NT + tid] = o;
+                }
+        }
+        consumers_sync();
+        return;
+    }
     for (int k0 = 0; k0 < K4; k0 += STAGE_V * NT) {
         float4 v[STAGE_V];
 #pragma unroll
@@ -556,7 +579,7 @@ __device__ void prefetch_small(const Phase& p, const Ptr& a, int slot_bytes) {
 // slot for full and one for empty.
 extern "C" __global__ void __launch_bounds__(NT + 32, 1) decode_layers(const Phase* prog, int n, unsigned* bar, int slot_bytes, int slots,
                                                                        int max_k, int slot, float* x, float* proj, float* core, float* hidden,
-                                                                       unsigned long long* times) {
+                                                                       float* ao, float* ag, float* aqkv, unsigned long long* times) {
     DYN_SHARED(sm);
     __shared__ float red[2 * 32 * CW];
     __shared__ unsigned base;
@@ -564,7 +587,7 @@ extern "C" __global__ void __launch_bounds__(NT + 32, 1) decode_layers(const Pha
     unsigned char* slot0 = sm + 4 * (i64)max_k;
     unsigned long long* full = (unsigned long long*)(slot0 + (i64)slots * slot_bytes);
     unsigned long long* empty = full + slots;
-    Bufs bufs = {x, proj, core, hidden, slot};
+    Bufs bufs = {x, proj, core, hidden, ao, ag, aqkv, slot};
     int warp = threadIdx.x >> 5;
     if (times && threadIdx.x == 0) {
         unsigned long long* t = times_at(times, n);

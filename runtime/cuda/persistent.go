@@ -29,10 +29,11 @@ const (
 )
 
 const (
-	phGEMV, phRule                 = 0, 1
-	stRaw, stNorm, stGated         = 0, 1, 2
-	epStore, epAdd, epConv, epGLU  = 0, 1, 2, 3
-	bufX, bufProj, bufCore, bufHid = 1, 2, 3, 4
+	phGEMV, phRule                   = 0, 1
+	stRaw, stNorm, stGated, stSigmul = 0, 1, 2, 3
+	epStore, epAdd, epConv, epGLU    = 0, 1, 2, 3
+	bufX, bufProj, bufCore, bufHid   = 1, 2, 3, 4
+	bufAttnO, bufAttnGate, bufQKV    = 5, 6, 7
 )
 
 // persistent is the decode_layers module, loaded at first use.
@@ -132,7 +133,8 @@ func decodeLayers(d *rt.DecodeLayersArgs) {
 		bar := ps.bars + uintptr(4*n)
 		return c.launchFn(ps.fn, "decode_layers", ps.grid, 1, 32*(decodeWarps+1), shared,
 			p(pr.dev), p(int32(n)), p(bar), p(int32(slotBytes)), p(int32(slots)), p(int32(shape.maxK)), p(d.Slot),
-			p(d.X.DevicePtr()), p(d.Proj.DevicePtr()), p(d.Core.DevicePtr()), p(d.Hidden.DevicePtr()), p(pr.times))
+			p(d.X.DevicePtr()), p(d.Proj.DevicePtr()), p(d.Core.DevicePtr()), p(d.Hidden.DevicePtr()),
+			p(ptrOf(d.AttnO)), p(ptrOf(d.AttnGate)), p(ptrOf(d.AttnQKV)), p(pr.times))
 	})
 }
 
@@ -214,13 +216,21 @@ func (f *phase) append(prog []int32) []int32 {
 	return append(prog, w[:]...)
 }
 
+// ptrOf is t's device address, 0 for no tensor.
+func ptrOf(t *rt.Tensor) uintptr {
+	if t == nil {
+		return 0
+	}
+	return t.DevicePtr()
+}
+
 // buildProgram appends d's phases to prog: three a DeltaNet mixer, two an
-// MLP (see persistent.cu).
+// MLP, one each attention end (see persistent.cu).
 func buildProgram(prog []int32, d *rt.DecodeLayersArgs) ([]int32, progShape, error) {
 	var sh progShape
 	h := d.X.Dim(1)
-	for _, t := range []*rt.Tensor{d.X, d.Proj, d.Core, d.Hidden} {
-		if t.DevicePtr()%16 != 0 {
+	for _, t := range []*rt.Tensor{d.X, d.Proj, d.Core, d.Hidden, d.AttnO, d.AttnGate, d.AttnQKV} {
+		if t != nil && t.DevicePtr()%16 != 0 {
 			return prog, sh, fmt.Errorf("x or scratch at %#x: the kernel reads them in 16-byte pieces", t.DevicePtr())
 		}
 	}
@@ -237,6 +247,14 @@ func buildProgram(prog []int32, d *rt.DecodeLayersArgs) ([]int32, progShape, err
 		}
 		sh.rowBytes, sh.maxK = max(sh.rowBytes, rb), max(sh.maxK, int(f.k))
 		return f, nil
+	}
+	if d.AttnOut != nil {
+		f, err := gemv(phase{kind: phGEMV, w: d.AttnOut.DevicePtr(), n: int32(h), k: int32(d.AttnOut.Dim(1)), stage: stSigmul,
+			src: bufAttnO, z: bufAttnGate, epi: epAdd, out: bufX}, false)
+		if err != nil {
+			return prog, sh, fmt.Errorf("attention's o_proj: %w", err)
+		}
+		prog = f.append(prog)
 	}
 	for i, bl := range d.Blocks {
 		var fs [3]phase // no allocation a step
@@ -289,6 +307,14 @@ func buildProgram(prog []int32, d *rt.DecodeLayersArgs) ([]int32, progShape, err
 		for j := range nf {
 			prog = fs[j].append(prog)
 		}
+	}
+	if d.AttnIn != nil {
+		f, err := gemv(phase{kind: phGEMV, w: d.AttnIn.DevicePtr(), n: int32(d.AttnIn.Dim(0)), k: int32(h), stage: stNorm,
+			normw: d.AttnNorm.DevicePtr(), eps: d.Eps, src: bufX, epi: epStore, out: bufQKV}, false)
+		if err != nil {
+			return prog, sh, fmt.Errorf("attention's qkv: %w", err)
+		}
+		prog = f.append(prog)
 	}
 	return prog, sh, nil
 }

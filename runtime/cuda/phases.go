@@ -159,6 +159,8 @@ func describePhase(w []int32) string {
 		name = "norm " + name
 	} else if stage == stGated {
 		name = "gated " + name
+	} else if stage == stSigmul {
+		name = "sigmoid-gated " + name
 	}
 	return fmt.Sprintf("%s %dx%d", name, n, k)
 }
