@@ -190,6 +190,8 @@ __device__ __forceinline__ void mbar_wait(saddr a, unsigned parity) {
     }
 }
 
+// full_wait waits for a slot's fill, adding the clocks to *waited if set
+// (GOVLLM_CUDA_PROFILE=phases).
 __device__ __forceinline__ void full_wait(saddr a, unsigned parity, unsigned long long* waited) {
     if (!waited) {
         mbar_wait(a, parity);
@@ -242,9 +244,6 @@ __device__ __forceinline__ int rule_chunks(const Phase& p) {
 // and the first consumer warp T_FULL (clocks it waited for filled slots);
 // phase n holds the launch's start (T_START, G_PASSED).
 enum { T_START, T_PASSED, T_STAGED, T_DONE, G_PASSED, G_DONE, T_FREE, T_ISSUED, T_FULL, TIMES };
-
-// full_wait waits for a slot's fill, adding the clocks to *waited if set.
-__device__ __forceinline__ void full_wait(saddr a, unsigned parity, unsigned long long* waited);
 __device__ __forceinline__ unsigned long long* times_at(unsigned long long* times, int i) {
     return times + ((i64)i * gridDim.x + blockIdx.x) * TIMES;
 }
@@ -354,35 +353,24 @@ __device__ void stage(const Phase& p, const Ptr& a, float* xs, float* red) {
     }
     float ss = 0.f;
     int K4 = p.K / 4;
-    if (p.stage == ST_SIGMUL) { // the attention's output times sigmoid of its gate
-        for (int k0 = 0; k0 < K4; k0 += STAGE_V * NT) {
-            float4 v[STAGE_V], g[STAGE_V];
-#pragma unroll
-            for (int j = 0; j < STAGE_V; j++)
-                if (k0 + j * NT + tid < K4) v[j] = ld_cg4(a.src + 4 * (k0 + j * NT + tid)), g[j] = ld_cg4(a.z + 4 * (k0 + j * NT + tid));
-#pragma unroll
-            for (int j = 0; j < STAGE_V; j++)
-                if (k0 + j * NT + tid < K4) {
-                    float4 o;
-                    o.x = v[j].x * sigmoidf_(g[j].x), o.y = v[j].y * sigmoidf_(g[j].y);
-                    o.z = v[j].z * sigmoidf_(g[j].z), o.w = v[j].w * sigmoidf_(g[j].w);
-                    xs4[k0 + j * NT + tid] = o;
-                }
-        }
-        consumers_sync();
-        return;
-    }
+    bool sig = p.stage == ST_SIGMUL; // the attention's output times sigmoid of its gate
     for (int k0 = 0; k0 < K4; k0 += STAGE_V * NT) {
-        float4 v[STAGE_V];
+        float4 v[STAGE_V], g[STAGE_V];
 #pragma unroll
-        for (int j = 0; j < STAGE_V; j++)
-            if (k0 + j * NT + tid < K4) v[j] = ld_cg4(a.src + 4 * (k0 + j * NT + tid));
+        for (int j = 0; j < STAGE_V; j++) {
+            int k = k0 + j * NT + tid;
+            if (k < K4) v[j] = ld_cg4(a.src + 4 * k);
+            if (sig && k < K4) g[j] = ld_cg4(a.z + 4 * k);
+        }
 #pragma unroll
-        for (int j = 0; j < STAGE_V; j++)
-            if (k0 + j * NT + tid < K4) {
-                xs4[k0 + j * NT + tid] = v[j];
-                ss += v[j].x * v[j].x + v[j].y * v[j].y + v[j].z * v[j].z + v[j].w * v[j].w;
-            }
+        for (int j = 0; j < STAGE_V; j++) {
+            int k = k0 + j * NT + tid;
+            if (k >= K4) continue;
+            float4 x = v[j];
+            if (sig) x.x *= sigmoidf_(g[j].x), x.y *= sigmoidf_(g[j].y), x.z *= sigmoidf_(g[j].z), x.w *= sigmoidf_(g[j].w);
+            xs4[k] = x;
+            ss += x.x * x.x + x.y * x.y + x.z * x.z + x.w * x.w;
+        }
     }
     if (p.stage == ST_NORM) {
         ss = warp_sum(ss);
