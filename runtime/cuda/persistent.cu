@@ -306,7 +306,33 @@ __device__ void produce(const Phase* prog, int n, const Bufs& bufs, unsigned cha
 // reads its float4s of it before it uses any, so that the reads from L2
 // are in flight together rather than one round trip each.
 #define STAGE_V 4 // float4s a thread has in flight
-__device__ void stage(const Phase& p, const Ptr& a, float* xs, float* red) {
+
+// Early is what a phase's staging reads that no phase writes (its norm
+// weights), read before the phase's barrier so that its round trip to L2
+// is off the phase's path: ST_NORM's as the thread stages x (k = tid +
+// j·NT), ST_GATED's as a lane stages a head (k = lane + 32·j).
+struct Early { float4 w[STAGE_V]; };
+__device__ __forceinline__ Early early_of(const Phase& p) {
+    Early e;
+    int tid = threadIdx.x, lane = tid & 31;
+    if (p.kind != PH_GEMV) return e;
+    if (p.stage == ST_NORM) {
+#pragma unroll
+        for (int j = 0; j < STAGE_V; j++) {
+            int k = j * NT + tid;
+            if (k < p.K / 4) e.w[j] = *(const float4*)(p.normw + 4 * k);
+        }
+    } else if (p.stage == ST_GATED) {
+#pragma unroll
+        for (int j = 0; j < 2; j++) {
+            int k = lane + 32 * j;
+            if (k < p.dv / 4) e.w[j] = *(const float4*)(p.normw + 4 * k);
+        }
+    }
+    return e;
+}
+
+__device__ void stage(const Phase& p, const Ptr& a, float* xs, float* red, const Early& early) {
     int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
     float4* xs4 = (float4*)xs;
     if (p.stage == ST_GATED) { // each value head normalised over its dv, times silu(z): a warp a head
@@ -338,7 +364,7 @@ __device__ void stage(const Phase& p, const Ptr& a, float* xs, float* red) {
                 for (int j = 0; j < 2; j++) {
                     int k = lane + 32 * j;
                     if (k < d4) {
-                        float4 w = *(const float4*)(p.normw + 4 * k), z = zz[e][j], x = v[e][j], o;
+                        float4 w = early.w[j], z = zz[e][j], x = v[e][j], o;
                         o.x = x.x * inv * w.x * (z.x * sigmoidf_(z.x));
                         o.y = x.y * inv * w.y * (z.y * sigmoidf_(z.y));
                         o.z = x.z * inv * w.z * (z.z * sigmoidf_(z.z));
@@ -353,6 +379,34 @@ __device__ void stage(const Phase& p, const Ptr& a, float* xs, float* red) {
     }
     float ss = 0.f;
     int K4 = p.K / 4;
+    if (p.stage == ST_NORM && K4 <= STAGE_V * NT) { // x in registers, one pass: read, reduce, scale
+        float4 v[STAGE_V];
+#pragma unroll
+        for (int j = 0; j < STAGE_V; j++) {
+            int k = j * NT + tid;
+            if (k < K4) {
+                v[j] = ld_cg4(a.src + 4 * k);
+                ss += v[j].x * v[j].x + v[j].y * v[j].y + v[j].z * v[j].z + v[j].w * v[j].w;
+            }
+        }
+        ss = warp_sum(ss);
+        if (lane == 0) red[warp] = ss;
+        consumers_sync();
+        float tot = 0.f;
+        for (int w = 0; w < CW; w++) tot += red[w];
+        float inv = rsqrtf(tot / p.K + p.eps);
+#pragma unroll
+        for (int j = 0; j < STAGE_V; j++) {
+            int k = j * NT + tid;
+            if (k < K4) {
+                float4 x = v[j], w = early.w[j];
+                x.x *= inv * (1.f + w.x), x.y *= inv * (1.f + w.y), x.z *= inv * (1.f + w.z), x.w *= inv * (1.f + w.w);
+                xs4[k] = x;
+            }
+        }
+        consumers_sync();
+        return;
+    }
     bool sig = p.stage == ST_SIGMUL; // the attention's output times sigmoid of its gate
     for (int k0 = 0; k0 < K4; k0 += STAGE_V * NT) {
         float4 v[STAGE_V], g[STAGE_V];
@@ -487,24 +541,35 @@ __device__ void rule(const Phase& p, const Ptr& a, const unsigned char* slot0, u
         int h = it / groups, j0 = (it % groups) * RULE_COLS;
         int kh = p.tiled ? h % p.hk : h / ratio;
         const float *q = a.src + (i64)kh * p.dk, *k = a.src + (i64)(p.hk + kh) * p.dk;
-        // Each warp takes the norms itself: no barrier for them.
-        float qq = 0.f, kk = 0.f, qk = 0.f;
-#pragma unroll 4
-        for (int i = lane; i < p.dk; i += 32) {
-            float u = ld_cg(q + i), w = ld_cg(k + i);
-            qq += u * u, kk += w * w, qk += u * w;
+        // Every load is issued before any is used (one round trip to L2,
+        // not one for the norms and one for the rest): the warp's share of
+        // q and k for the norms (each warp takes them itself: no barrier),
+        // the thread's rows of them, its value, the head's gates.
+        float qa[4], ka[4], qr[8], kr[8];
+#pragma unroll
+        for (int j = 0; j < 4; j++) { // dk <= 128
+            int i = lane + 32 * j;
+            qa[j] = i < p.dk ? ld_cg(q + i) : 0.f;
+            ka[j] = i < p.dk ? ld_cg(k + i) : 0.f;
         }
+#pragma unroll
+        for (int m = 0; m < 8; m++)
+            if (m < M) qr[m] = ld_cg(q + rp + 16 * m), kr[m] = ld_cg(k + rp + 16 * m);
+        float v = ld_cg(a.src + 2 * p.hk * p.dk + (i64)h * p.dv + j0 + c);
+        float graw = ld_cg(a.src + p.C + vd + p.hv + h), braw = ld_cg(a.src + p.C + vd + h);
+        float alog = p.alog[h], dtb = p.dtb[h];
+        float qq = 0.f, kk = 0.f, qk = 0.f;
+#pragma unroll
+        for (int j = 0; j < 4; j++) qq += qa[j] * qa[j], kk += ka[j] * ka[j], qk += qa[j] * ka[j];
         qq = warp_sum(qq), kk = warp_sum(kk), qk = warp_sum(qk);
         float qn = rsqrtf((float)p.dk) * rsqrtf(qq + p.qkeps), kn = rsqrtf(kk + p.qkeps);
         float kq = qk * qn * kn;
-        float qr[8], kr[8];
 #pragma unroll
         for (int m = 0; m < 8; m++)
-            if (m < M) qr[m] = ld_cg(q + rp + 16 * m) * qn, kr[m] = ld_cg(k + rp + 16 * m) * kn;
-        float v = ld_cg(a.src + 2 * p.hk * p.dk + (i64)h * p.dv + j0 + c);
-        float ga = ld_cg(a.src + p.C + vd + p.hv + h) + p.dtb[h], beta = sigmoidf_(ld_cg(a.src + p.C + vd + h));
+            if (m < M) qr[m] *= qn, kr[m] *= kn;
+        float ga = graw + dtb, beta = sigmoidf_(braw);
         float sp = ga > 20.f ? ga : log1pf(expf(ga)); // torch's softplus threshold
-        float e = expf(-expf(p.alog[h]) * sp);
+        float e = expf(-expf(alog) * sp);
         int slot = (int)(s % slots);
         full_wait(s_addr(full + slot), (unsigned)(s / slots) & 1u, waited);
         const float* S = (const float*)(slot0 + (i64)slot * slot_bytes); // [dk][16]
@@ -541,7 +606,7 @@ __device__ __forceinline__ void prefetch_range(const float* p, i64 n) {
 }
 
 // prefetch_small asks L2 for the small operands a phase reads after its
-// wait (norm weights, its rows' conv taps and states, gates' parameters),
+// wait (its rows' conv taps and states, gates' parameters),
 // which the weight stream evicts from L2 between two steps: issued before
 // the wait, their DRAM latency is not on the phase's path.
 __device__ void prefetch_small(const Phase& p, const Ptr& a, int slot_bytes) {
@@ -550,8 +615,7 @@ __device__ void prefetch_small(const Phase& p, const Ptr& a, int slot_bytes) {
         prefetch_range(p.dtb, p.hv);
         return;
     }
-    if (p.stage == ST_NORM) prefetch_range(p.normw, p.K);
-    if (p.stage == ST_GATED) prefetch_range(p.normw, p.dv);
+    if (p.stage == ST_NORM && p.K > 4 * STAGE_V * NT) prefetch_range(p.normw, p.K); // beyond what early_of reads
     if (p.epi == EP_CONV) {
         Rows r = rows_of(p, slot_bytes);
         int n = min(r.n, p.C - r.r0);
@@ -608,6 +672,7 @@ extern "C" __global__ void __launch_bounds__(NT + 32, 1) decode_layers(const Pha
         }
         Ptr a = resolve(p, bufs);
         prefetch_small(p, a, slot_bytes);
+        Early early = early_of(p);
         if (i == 0) depend_wait(); // x, the projections and the states come from kernels before
         if (i > 0) {
             if (threadIdx.x == 0) await_count(bar, base + gridDim.x * (unsigned)i);
@@ -619,7 +684,7 @@ extern "C" __global__ void __launch_bounds__(NT + 32, 1) decode_layers(const Pha
         if (i == n - 1) launch_dependents();
         unsigned long long* waited = t ? t + T_FULL : nullptr;
         if (p.kind == PH_GEMV) {
-            stage(p, a, xs, red);
+            stage(p, a, xs, red, early);
             if (t) t[T_STAGED] = clk();
             gemv(p, a, xs, slot0, full, empty, s, slot_bytes, slots, waited);
             s += rows_of(p, slot_bytes).chunks;
