@@ -69,9 +69,11 @@ __device__ __forceinline__ Ptr resolve(const Phase& p, const Bufs& b) {
     return q;
 }
 
-#define CW 8                 // consumer warps
+#define CW 7                 // consumer warps
 #define NT (32 * CW)         // consumer threads
 #define RULE_COLS 16         // state columns a RULE item takes
+#define RULE_R (NT / 16)     // a RULE item's rows a pass (a thread's stride)
+#define RULE_M ((128 + RULE_R - 1) / RULE_R) // passes for key dims up to 128
 #ifdef GOVLLM_EMU
 #define SPIN_NS 120000000000ull // two cores emulate many threads
 #else
@@ -83,10 +85,14 @@ __device__ __forceinline__ float warp_sum(float v) {
     for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
     return v;
 }
+// dot8 is 8 bf16 weights times 8 floats, summed as a tree (four products
+// in pairs, then two adds deep), not one chain of eight dependent adds.
 __device__ __forceinline__ float dot8(uint4 q, float4 a, float4 b) {
-    return a.x * __uint_as_float(q.x << 16) + a.y * __uint_as_float(q.x & 0xffff0000u) + a.z * __uint_as_float(q.y << 16) +
-           a.w * __uint_as_float(q.y & 0xffff0000u) + b.x * __uint_as_float(q.z << 16) + b.y * __uint_as_float(q.z & 0xffff0000u) +
-           b.z * __uint_as_float(q.w << 16) + b.w * __uint_as_float(q.w & 0xffff0000u);
+    float s0 = a.x * __uint_as_float(q.x << 16) + a.y * __uint_as_float(q.x & 0xffff0000u);
+    float s1 = a.z * __uint_as_float(q.y << 16) + a.w * __uint_as_float(q.y & 0xffff0000u);
+    float s2 = b.x * __uint_as_float(q.z << 16) + b.y * __uint_as_float(q.z & 0xffff0000u);
+    float s3 = b.z * __uint_as_float(q.w << 16) + b.w * __uint_as_float(q.w & 0xffff0000u);
+    return (s0 + s1) + (s2 + s3);
 }
 
 // The few instructions below have C++ stand-ins for the CPU emulator,
@@ -124,6 +130,8 @@ __device__ __forceinline__ unsigned ld_acquire(const unsigned* p) { return __ato
 __device__ __forceinline__ void red_release(unsigned* p) { __atomic_fetch_add(p, 1u, __ATOMIC_RELEASE); }
 __device__ __forceinline__ void spin_pause() { emu::spin(); }
 __device__ __forceinline__ void prefetch_l2(const void*) {}
+// A block's fibers share one OS thread: no atomic needed within a block.
+__device__ __forceinline__ void block_max(unsigned long long* p, unsigned long long v) { *p = v > *p ? v : *p; }
 #define TRAP(why) emu::trap(why)
 #else
 typedef unsigned saddr;
@@ -173,6 +181,7 @@ __device__ __forceinline__ unsigned ld_acquire(const unsigned* p) {
 __device__ __forceinline__ void red_release(unsigned* p) { asm volatile("red.release.gpu.global.add.u32 [%0], 1;" ::"l"(p) : "memory"); }
 __device__ __forceinline__ void spin_pause() {}
 __device__ __forceinline__ void prefetch_l2(const void* p) { asm volatile("prefetch.global.L2 [%0];" ::"l"(p)); }
+__device__ __forceinline__ void block_max(unsigned long long* p, unsigned long long v) { atomicMax(p, v); }
 #define TRAP(why) __trap()
 #endif
 
@@ -241,7 +250,7 @@ __device__ __forceinline__ int rule_chunks(const Phase& p) {
 // barrier), T_STAGED (input staged), T_DONE (rows written) and G_PASSED,
 // G_DONE (the same two by the GPU's global timer), and the producer
 // T_FREE (the phase's first slot free) and T_ISSUED (its last copy issued),
-// and the first consumer warp T_FULL (clocks it waited for filled slots);
+// and T_FULL (the most clocks a consumer warp waited for filled slots);
 // phase n holds the launch's start (T_START, G_PASSED).
 enum { T_START, T_PASSED, T_STAGED, T_DONE, G_PASSED, G_DONE, T_FREE, T_ISSUED, T_FULL, TIMES };
 __device__ __forceinline__ unsigned long long* times_at(unsigned long long* times, int i) {
@@ -306,6 +315,7 @@ __device__ void produce(const Phase* prog, int n, const Bufs& bufs, unsigned cha
 // reads its float4s of it before it uses any, so that the reads from L2
 // are in flight together rather than one round trip each.
 #define STAGE_V 4 // float4s a thread has in flight
+#define GATED_H 3 // heads a warp of the gated norm's staging has in flight
 
 // Early is what a phase's staging reads that no phase writes (its norm
 // weights), read before the phase's barrier so that its round trip to L2
@@ -336,11 +346,11 @@ __device__ void stage(const Phase& p, const Ptr& a, float* xs, float* red, const
     int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
     float4* xs4 = (float4*)xs;
     if (p.stage == ST_GATED) { // each value head normalised over its dv, times silu(z): a warp a head
-        int d4 = p.dv / 4;     // at most 64 (dv <= 256): two float4s a lane, two heads a warp in flight
-        for (int h0 = warp; h0 < p.hv; h0 += 2 * CW) {
-            float4 v[2][2], zz[2][2];
+        int d4 = p.dv / 4;     // at most 64 (dv <= 256): two float4s a lane, GATED_H heads a warp in flight
+        for (int h0 = warp; h0 < p.hv; h0 += GATED_H * CW) {
+            float4 v[GATED_H][2], zz[GATED_H][2];
 #pragma unroll
-            for (int e = 0; e < 2; e++) {
+            for (int e = 0; e < GATED_H; e++) {
                 int h = h0 + e * CW;
 #pragma unroll
                 for (int j = 0; j < 2; j++) {
@@ -352,7 +362,7 @@ __device__ void stage(const Phase& p, const Ptr& a, float* xs, float* red, const
                 }
             }
 #pragma unroll
-            for (int e = 0; e < 2; e++) {
+            for (int e = 0; e < GATED_H; e++) {
                 int h = h0 + e * CW;
                 if (h >= p.hv) break;
                 float ss = 0.f;
@@ -483,10 +493,38 @@ __device__ __forceinline__ void finish(const Phase& p, const Ptr& a, int r, floa
     }
 }
 
+// dot_rows sets acc[q] to lane's share of row q's dot product with the
+// staged x (R rows of units 16-byte pieces in the slot), two pieces a row
+// at a time: every load of an iteration is issued before its products, no
+// branch between the rows.
+template <int R>
+__device__ __forceinline__ void dot_rows(const uint4* const* wr, const float4* xv, int units, int lane, float* acc) {
+    float a0[R], a1[R];
+#pragma unroll
+    for (int q = 0; q < R; q++) a0[q] = 0.f, a1[q] = 0.f;
+    int u = lane;
+    for (; u + 32 < units; u += 64) {
+        float4 x0 = xv[2 * u], x1 = xv[2 * u + 1], y0 = xv[2 * u + 64], y1 = xv[2 * u + 65];
+        uint4 w0[R], w1[R];
+#pragma unroll
+        for (int q = 0; q < R; q++) w0[q] = wr[q][u], w1[q] = wr[q][u + 32];
+#pragma unroll
+        for (int q = 0; q < R; q++) a0[q] += dot8(w0[q], x0, x1), a1[q] += dot8(w1[q], y0, y1);
+    }
+    if (u < units) {
+        float4 x0 = xv[2 * u], x1 = xv[2 * u + 1];
+#pragma unroll
+        for (int q = 0; q < R; q++) a0[q] += dot8(wr[q][u], x0, x1);
+    }
+#pragma unroll
+    for (int q = 0; q < R; q++) acc[q] = a0[q] + a1[q];
+}
+
 // gemv computes the block's rows of a GEMV phase from the ring.
 __device__ void gemv(const Phase& p, const Ptr& a, const float* xs, const unsigned char* slot0, unsigned long long* full,
-                     unsigned long long* empty, i64 s, int slot_bytes, int slots, unsigned long long* waited) {
+                     unsigned long long* empty, i64 s, int slot_bytes, int slots, unsigned long long* t_full) {
     int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, units = p.K / 8;
+    unsigned long long mine = 0, *waited = t_full ? &mine : nullptr;
     Rows r = rows_of(p, slot_bytes);
     const float4* xv = (const float4*)xs;
     bool glu = p.epi == EP_GLU;
@@ -497,25 +535,26 @@ __device__ void gemv(const Phase& p, const Ptr& a, const float* xs, const unsign
         const uint4* wq = (const uint4*)(slot0 + (i64)slot * slot_bytes);
         int row = r.r0 + c * r.rpc, rows = min(r.rpc, r.n - c * r.rpc), step = glu ? 2 : 4;
         for (int g = 0; g < rows; g += step) {
-            // GLU: acc 0, 1 are gate rows g, g+1 and 2, 3 their up rows.
-            int live = min(step, rows - g);
+            // The group's live rows: GLU's gate rows g.. then their up rows.
+            int live = min(step, rows - g), nr = glu ? 2 * live : live;
             const uint4* wr[4];
 #pragma unroll
-            for (int q = 0; q < 4; q++) wr[q] = wq + (i64)(g + (glu ? (q & 1) + (q >> 1) * rows : q)) * units;
+            for (int q = 0; q < 4; q++) wr[q] = wq + (i64)(g + (glu && q >= live ? rows + q - live : q)) * units;
             float acc[4] = {0.f, 0.f, 0.f, 0.f};
             Pre pre;
             if (!glu && lane < live) pre = pre_of(p, a, row + g + lane); // in flight with the dot products
-            for (int u = lane; u < units; u += 32) {
-                float4 x0 = xv[2 * u], x1 = xv[2 * u + 1];
-#pragma unroll
-                for (int q = 0; q < 4; q++)
-                    if ((glu ? (q & 1) : q) < live) acc[q] += dot8(wr[q][u], x0, x1);
+            switch (nr) {
+            case 1: dot_rows<1>(wr, xv, units, lane, acc); break;
+            case 2: dot_rows<2>(wr, xv, units, lane, acc); break;
+            case 3: dot_rows<3>(wr, xv, units, lane, acc); break;
+            default: dot_rows<4>(wr, xv, units, lane, acc); break;
             }
 #pragma unroll
-            for (int q = 0; q < 4; q++) acc[q] = warp_sum(acc[q]);
+            for (int q = 0; q < 4; q++)
+                if (q < nr) acc[q] = warp_sum(acc[q]);
             if (glu) {
                 if (lane < live) {
-                    float gt = lane == 0 ? acc[0] : acc[1], up = lane == 0 ? acc[2] : acc[3];
+                    float gt = lane == 0 ? acc[0] : acc[1], up = lane == 0 ? acc[live] : acc[live + 1];
                     a.out[row + g + lane] = gt * sigmoidf_(gt) * up;
                 }
             } else if (lane < live) {
@@ -526,16 +565,18 @@ __device__ void gemv(const Phase& p, const Ptr& a, const float* xs, const unsign
         __syncwarp();
         if (lane == 0) mbar_arrive(s_addr(empty + slot));
     }
+    if (t_full && lane == 0) block_max(t_full, mine);
 }
 
 // rule runs the block's items of a RULE phase: the gated delta rule for 16
 // columns of a value head's state, which the producer put in a slot; it
 // writes the head's raw output (the next phase normalises it). Thread t
-// takes column t % 16 and rows t / 16 + 16m.
+// takes column t % 16 and rows t / 16 + RULE_R·m.
 __device__ void rule(const Phase& p, const Ptr& a, const unsigned char* slot0, unsigned long long* full,
-                     unsigned long long* empty, i64 s, int slot_bytes, int slots, float* red, unsigned long long* waited) {
+                     unsigned long long* empty, i64 s, int slot_bytes, int slots, float* red, unsigned long long* t_full) {
     int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, c = tid & 15, rp = tid >> 4;
-    int groups = p.dv / RULE_COLS, items = rule_items(p), M = p.dk / 16, ratio = p.hv / p.hk;
+    unsigned long long mine = 0, *waited = t_full ? &mine : nullptr;
+    int groups = p.dv / RULE_COLS, items = rule_items(p), ratio = p.hv / p.hk;
     int vd = p.hv * p.dv;
     for (int it = blockIdx.x; it < items; it += gridDim.x, s++) {
         int h = it / groups, j0 = (it % groups) * RULE_COLS;
@@ -545,7 +586,7 @@ __device__ void rule(const Phase& p, const Ptr& a, const unsigned char* slot0, u
         // not one for the norms and one for the rest): the warp's share of
         // q and k for the norms (each warp takes them itself: no barrier),
         // the thread's rows of them, its value, the head's gates.
-        float qa[4], ka[4], qr[8], kr[8];
+        float qa[4], ka[4], qr[RULE_M], kr[RULE_M];
 #pragma unroll
         for (int j = 0; j < 4; j++) { // dk <= 128
             int i = lane + 32 * j;
@@ -553,8 +594,8 @@ __device__ void rule(const Phase& p, const Ptr& a, const unsigned char* slot0, u
             ka[j] = i < p.dk ? ld_cg(k + i) : 0.f;
         }
 #pragma unroll
-        for (int m = 0; m < 8; m++)
-            if (m < M) qr[m] = ld_cg(q + rp + 16 * m), kr[m] = ld_cg(k + rp + 16 * m);
+        for (int m = 0; m < RULE_M; m++)
+            if (rp + RULE_R * m < p.dk) qr[m] = ld_cg(q + rp + RULE_R * m), kr[m] = ld_cg(k + rp + RULE_R * m);
         float v = ld_cg(a.src + 2 * p.hk * p.dk + (i64)h * p.dv + j0 + c);
         float graw = ld_cg(a.src + p.C + vd + p.hv + h), braw = ld_cg(a.src + p.C + vd + h);
         float alog = p.alog[h], dtb = p.dtb[h];
@@ -565,19 +606,18 @@ __device__ void rule(const Phase& p, const Ptr& a, const unsigned char* slot0, u
         float qn = rsqrtf((float)p.dk) * rsqrtf(qq + p.qkeps), kn = rsqrtf(kk + p.qkeps);
         float kq = qk * qn * kn;
 #pragma unroll
-        for (int m = 0; m < 8; m++)
-            if (m < M) qr[m] *= qn, kr[m] *= kn;
+        for (int m = 0; m < RULE_M; m++) qr[m] *= qn, kr[m] *= kn;
         float ga = graw + dtb, beta = sigmoidf_(braw);
         float sp = ga > 20.f ? ga : log1pf(expf(ga)); // torch's softplus threshold
         float e = expf(-expf(alog) * sp);
         int slot = (int)(s % slots);
         full_wait(s_addr(full + slot), (unsigned)(s / slots) & 1u, waited);
         const float* S = (const float*)(slot0 + (i64)slot * slot_bytes); // [dk][16]
-        float Sr[8], sk = 0.f, sq = 0.f;
+        float Sr[RULE_M], sk = 0.f, sq = 0.f;
 #pragma unroll
-        for (int m = 0; m < 8; m++)
-            if (m < M) {
-                Sr[m] = S[(rp + 16 * m) * RULE_COLS + c];
+        for (int m = 0; m < RULE_M; m++)
+            if (rp + RULE_R * m < p.dk) {
+                Sr[m] = S[(rp + RULE_R * m) * RULE_COLS + c];
                 sk += Sr[m] * kr[m], sq += Sr[m] * qr[m];
             }
         sk += __shfl_xor_sync(0xffffffffu, sk, 16);
@@ -590,11 +630,12 @@ __device__ void rule(const Phase& p, const Ptr& a, const unsigned char* slot0, u
         float delta = beta * (v - e * sk);
         float* Sg = a.rec + (i64)h * p.dk * p.dv + j0 + c;
 #pragma unroll
-        for (int m = 0; m < 8; m++)
-            if (m < M) Sg[(i64)(rp + 16 * m) * p.dv] = e * Sr[m] + kr[m] * delta;
+        for (int m = 0; m < RULE_M; m++)
+            if (rp + RULE_R * m < p.dk) Sg[(i64)(rp + RULE_R * m) * p.dv] = e * Sr[m] + kr[m] * delta;
         if (rp == 0) a.out[(i64)h * p.dv + j0 + c] = e * sq + kq * delta;
         consumers_sync(); // red is written again by the next item
     }
+    if (t_full && lane == 0) block_max(t_full, mine);
 }
 
 // prefetch_range asks L2 for n floats at p, the consumers taking a line each.
@@ -682,15 +723,15 @@ extern "C" __global__ void __launch_bounds__(NT + 32, 1) decode_layers(const Pha
         // The kernel after may launch now, its blocks waiting beside these
         // for this grid's end: its launch is not on the step's path.
         if (i == n - 1) launch_dependents();
-        unsigned long long* waited = t ? t + T_FULL : nullptr;
+        unsigned long long* t_full = times ? times_at(times, i) + T_FULL : nullptr; // every warp's
         if (p.kind == PH_GEMV) {
             stage(p, a, xs, red, early);
             if (t) t[T_STAGED] = clk();
-            gemv(p, a, xs, slot0, full, empty, s, slot_bytes, slots, waited);
+            gemv(p, a, xs, slot0, full, empty, s, slot_bytes, slots, t_full);
             s += rows_of(p, slot_bytes).chunks;
         } else {
             if (t) t[T_STAGED] = t[T_PASSED];
-            rule(p, a, slot0, full, empty, s, slot_bytes, slots, red, waited);
+            rule(p, a, slot0, full, empty, s, slot_bytes, slots, red, t_full);
             s += rule_chunks(p);
         }
         consumers_sync();

@@ -6,6 +6,7 @@ import (
 	_ "embed"
 	"fmt"
 	"slices"
+	"strconv"
 	"strings"
 	"unsafe"
 
@@ -19,10 +20,26 @@ var persistentSource string
 // for the CPU too).
 func PersistentSource() string { return persistentSource }
 
+// decodeWarps is CW, decode_layers' consumer warps, read from the source
+// so that the launch's block always matches the kernel's.
+var decodeWarps = sourceDefine(persistentSource, "CW")
+
+// sourceDefine is the integer value of "#define name" in src.
+func sourceDefine(src, name string) int {
+	for line := range strings.Lines(src) {
+		f := strings.Fields(line)
+		if len(f) >= 3 && f[0] == "#define" && f[1] == name {
+			if n, err := strconv.Atoi(f[2]); err == nil {
+				return n
+			}
+		}
+	}
+	panic("cuda: persistent.cu defines no integer " + name)
+}
+
 // The layout persistent.cu's Phase and decode_layers share.
 const (
 	phaseWords     = 38 // int32s of a Phase
-	decodeWarps    = 8  // CW: consumer warps
 	ruleCols       = 16 // RULE_COLS
 	maxPhases      = 255
 	attrMaxSharedO = 97 // CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN
