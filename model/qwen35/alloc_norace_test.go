@@ -57,7 +57,7 @@ func decodeStepAllocs(t *testing.T, dev device, mode qwen35.LogitsMode) {
 	runtime.GC()
 	defer debug.SetGCPercent(debug.SetGCPercent(-1))
 	// The GPU captures its graph at the second step of one encoding; with
-	// GOVLLM_CUDA_PERSISTENT=on the first step uploads the programs,
+	// the persistent path (a GPU's default) the first step uploads the programs,
 	// which ends its recording, so the capture comes a step later.
 	for range 4 {
 		step()

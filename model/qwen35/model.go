@@ -57,11 +57,11 @@ type Options struct {
 	// AllReduce, set on a tensor-parallel rank (ShardSource), sums a
 	// block's output [T, H] over the ranks in place, before the residual.
 	AllReduce func(out *rt.Tensor) error
-	// Persistent runs batch-1 decode steps of a dense model through
-	// DecodeLayers (runs of layers as one persistent kernel) where the
-	// backend can; GOVLLM_CUDA_PERSISTENT=on sets it too. Off by default:
-	// on an H100 it measured slower than op by op (docs/cuda.md).
-	Persistent bool
+	// OpByOp runs batch-1 decode steps op by op even where the backend
+	// has DecodeLayers (runs of a dense model's layers as one persistent
+	// kernel, faster on an H100: docs/cuda.md); GOVLLM_CUDA_PERSISTENT=off
+	// sets it too.
+	OpByOp bool
 
 	concat bool // concatenate projections in host memory too (tests)
 }
@@ -138,7 +138,7 @@ func LoadFrom(cfg *Config, src model.Source, be *rt.Backend, opts Options) (*Mod
 	}
 	m.Paths, m.be, m.src, m.fused, m.weightBytes, m.params, m.placed = need, be, src, !opts.Composite, b.bytes, b.params, b.placed
 	m.allReduce = opts.AllReduce
-	if (opts.Persistent || os.Getenv("GOVLLM_CUDA_PERSISTENT") == "on") && m.allReduce == nil && be.Device() != rt.CPU {
+	if !opts.OpByOp && os.Getenv("GOVLLM_CUDA_PERSISTENT") != "off" && m.allReduce == nil && be.Device() != rt.CPU {
 		err := m.persistentPath()
 		m.persistent = err == nil
 		if err != nil {

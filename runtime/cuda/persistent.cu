@@ -315,7 +315,7 @@ __device__ void produce(const Phase* prog, int n, const Bufs& bufs, unsigned cha
 // reads its float4s of it before it uses any, so that the reads from L2
 // are in flight together rather than one round trip each.
 #define STAGE_V 4 // float4s a thread has in flight
-#define GATED_H 3 // heads a warp of the gated norm's staging has in flight
+#define GATED_H 2 // heads a warp of the gated norm's staging has in flight
 
 // Early is what a phase's staging reads that no phase writes (its norm
 // weights), read before the phase's barrier so that its round trip to L2
