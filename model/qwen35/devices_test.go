@@ -518,3 +518,35 @@ func TestPersistentDecodeMatchesOpByOp(t *testing.T) {
 		})
 	}
 }
+
+// TestPersistentDecodeWideHeads decodes synthesized models whose DeltaNet
+// layers have more value heads than decode_layers has consumer warps, in
+// the widths the kernel takes apart (heads of 64 and 128 columns; GGUF
+// has one head size for keys and values), through the persistent kernel and op by
+// op: the fixtures' four heads leave a warp one head, so a kernel that
+// mixed up heads it holds together would pass them.
+func TestPersistentDecodeWideHeads(t *testing.T) {
+	be := cudaBackend(t)
+	for _, s := range []struct{ hk, hv, dk, dv int }{{8, 16, 128, 128}, {8, 32, 64, 64}, {4, 24, 128, 128}} {
+		t.Run(fmt.Sprintf("%dx%d_%dx%d", s.hk, s.dk, s.hv, s.dv), func(t *testing.T) {
+			cfg := &qwen35.Config{Architecture: "synthetic", VocabSize: 512, HiddenSize: 256, IntermediateSize: 512, NumLayers: 4,
+				RMSNormEps: 1e-6, TieEmbeddings: true, MaxPositions: 4096, NumHeads: 4, NumKVHeads: 2, HeadDim: 64, RotaryDim: 32,
+				RopeTheta: 1e7, ConvKernel: 4, LinKeyHeads: s.hk, LinValueHeads: s.hv, LinKeyDim: s.dk, LinValueDim: s.dv,
+				EOSTokenIDs: []int{511}, Layers: []qwen35.LayerKind{qwen35.LinearAttention, qwen35.LinearAttention, qwen35.LinearAttention, qwen35.FullAttention}}
+			path := filepath.Join(t.TempDir(), "wide.gguf")
+			if err := qwen35.Synth(cfg, "bf16", path, 7, nil); err != nil {
+				t.Fatal(err)
+			}
+			fused := loadOn(t, be, path, qwen35.Options{})
+			chain := loadOn(t, be, path, qwen35.Options{OpByOp: true})
+			if !qwen35.Persistent(fused) {
+				t.Fatal("the synthesized model does not take the persistent path")
+			}
+			ids := []int32{3, 141, 59, 265, 358, 97, 93, 238}
+			got, want := run(t, fused, ids, 1), run(t, chain, ids, 1)
+			if d, i := oracle.MaxDiff(got, want); d > 1e-3 || d != d {
+				t.Errorf("persistent and op-by-op steps differ by %g (token %d)", d, i/cfg.VocabSize)
+			}
+		})
+	}
+}
