@@ -79,7 +79,7 @@ func writePhaseTimes(w io.Writer) {
 		}
 	}
 	fmt.Fprintln(w, "  µs; span: the phase's last block done after the phase before's; wait: from the phase's start past its barrier;"+
-		" data: of the work, the first warp waiting for filled slots; lead: how long before that the producer had issued the phase's copies (negative: after); stall: the producer waiting for a free slot;"+
+		" data: of the work, the most a consumer warp waited for filled slots; lead: how long before that the producer had issued the phase's copies (negative: after); stall: the producer waiting for a free slot;"+
 		" tail: the last block done after the median one")
 }
 
