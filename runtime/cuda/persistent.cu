@@ -342,6 +342,12 @@ __device__ __forceinline__ Early early_of(const Phase& p) {
     return e;
 }
 
+// xs_at is where float4 k of a staged input of K values sits: the even
+// ones first, then the odd, so that a lane's two float4s for its 16-byte
+// piece u of a row are u and K/8 + u, and a warp's reads of either are 512
+// contiguous bytes (4 wavefronts, not the 8 of float4s 32 bytes apart).
+__device__ __forceinline__ int xs_at(int k, int K) { return (k & 1) * (K / 8) + (k >> 1); }
+
 __device__ void stage(const Phase& p, const Ptr& a, float* xs, float* red, const Early& early) {
     int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
     float4* xs4 = (float4*)xs;
@@ -379,7 +385,7 @@ __device__ void stage(const Phase& p, const Ptr& a, float* xs, float* red, const
                         o.y = x.y * inv * w.y * (z.y * sigmoidf_(z.y));
                         o.z = x.z * inv * w.z * (z.z * sigmoidf_(z.z));
                         o.w = x.w * inv * w.w * (z.w * sigmoidf_(z.w));
-                        xs4[h * d4 + k] = o;
+                        xs4[xs_at(h * d4 + k, p.K)] = o;
                     }
                 }
             }
@@ -411,7 +417,7 @@ __device__ void stage(const Phase& p, const Ptr& a, float* xs, float* red, const
             if (k < K4) {
                 float4 x = v[j], w = early.w[j];
                 x.x *= inv * (1.f + w.x), x.y *= inv * (1.f + w.y), x.z *= inv * (1.f + w.z), x.w *= inv * (1.f + w.w);
-                xs4[k] = x;
+                xs4[xs_at(k, p.K)] = x;
             }
         }
         consumers_sync();
@@ -432,7 +438,7 @@ __device__ void stage(const Phase& p, const Ptr& a, float* xs, float* red, const
             if (k >= K4) continue;
             float4 x = v[j];
             if (sig) x.x *= sigmoidf_(g[j].x), x.y *= sigmoidf_(g[j].y), x.z *= sigmoidf_(g[j].z), x.w *= sigmoidf_(g[j].w);
-            xs4[k] = x;
+            xs4[xs_at(k, p.K)] = x;
             ss += x.x * x.x + x.y * x.y + x.z * x.z + x.w * x.w;
         }
     }
@@ -444,9 +450,9 @@ __device__ void stage(const Phase& p, const Ptr& a, float* xs, float* red, const
         for (int w = 0; w < CW; w++) tot += red[w];
         float inv = rsqrtf(tot / p.K + p.eps);
         for (int k = tid; k < K4; k += NT) {
-            float4 x = xs4[k], w = *(const float4*)(p.normw + 4 * k);
+            float4 x = xs4[xs_at(k, p.K)], w = *(const float4*)(p.normw + 4 * k);
             x.x *= inv * (1.f + w.x), x.y *= inv * (1.f + w.y), x.z *= inv * (1.f + w.z), x.w *= inv * (1.f + w.w);
-            xs4[k] = x;
+            xs4[xs_at(k, p.K)] = x;
         }
     }
     consumers_sync();
@@ -498,13 +504,14 @@ __device__ __forceinline__ void finish(const Phase& p, const Ptr& a, int r, floa
 // at a time: every load of an iteration is issued before its products, no
 // branch between the rows.
 template <int R>
+// x is staged as xs_at lays it out.
 __device__ __forceinline__ void dot_rows(const uint4* const* wr, const float4* xv, int units, int lane, float* acc) {
     float a0[R], a1[R];
 #pragma unroll
     for (int q = 0; q < R; q++) a0[q] = 0.f, a1[q] = 0.f;
     int u = lane;
     for (; u + 32 < units; u += 64) {
-        float4 x0 = xv[2 * u], x1 = xv[2 * u + 1], y0 = xv[2 * u + 64], y1 = xv[2 * u + 65];
+        float4 x0 = xv[u], x1 = xv[units + u], y0 = xv[u + 32], y1 = xv[units + u + 32];
         uint4 w0[R], w1[R];
 #pragma unroll
         for (int q = 0; q < R; q++) w0[q] = wr[q][u], w1[q] = wr[q][u + 32];
@@ -512,7 +519,7 @@ __device__ __forceinline__ void dot_rows(const uint4* const* wr, const float4* x
         for (int q = 0; q < R; q++) a0[q] += dot8(w0[q], x0, x1), a1[q] += dot8(w1[q], y0, y1);
     }
     if (u < units) {
-        float4 x0 = xv[2 * u], x1 = xv[2 * u + 1];
+        float4 x0 = xv[u], x1 = xv[units + u];
 #pragma unroll
         for (int q = 0; q < R; q++) a0[q] += dot8(wr[q][u], x0, x1);
     }
