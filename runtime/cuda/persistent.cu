@@ -348,6 +348,18 @@ __device__ __forceinline__ Early early_of(const Phase& p) {
 // contiguous bytes (4 wavefronts, not the 8 of float4s 32 bytes apart).
 __device__ __forceinline__ int xs_at(int k, int K) { return (k & 1) * (K / 8) + (k >> 1); }
 
+// inv_rms is 1/rms of K values of which each consumer thread summed the
+// squares of its share into ss (red: a float a warp).
+__device__ __forceinline__ float inv_rms(float ss, float* red, int K, float eps) {
+    int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+    ss = warp_sum(ss);
+    if (lane == 0) red[warp] = ss;
+    consumers_sync();
+    float tot = 0.f;
+    for (int w = 0; w < CW; w++) tot += red[w];
+    return rsqrtf(tot / K + eps);
+}
+
 __device__ void stage(const Phase& p, const Ptr& a, float* xs, float* red, const Early& early) {
     int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
     float4* xs4 = (float4*)xs;
@@ -405,12 +417,7 @@ __device__ void stage(const Phase& p, const Ptr& a, float* xs, float* red, const
                 ss += v[j].x * v[j].x + v[j].y * v[j].y + v[j].z * v[j].z + v[j].w * v[j].w;
             }
         }
-        ss = warp_sum(ss);
-        if (lane == 0) red[warp] = ss;
-        consumers_sync();
-        float tot = 0.f;
-        for (int w = 0; w < CW; w++) tot += red[w];
-        float inv = rsqrtf(tot / p.K + p.eps);
+        float inv = inv_rms(ss, red, p.K, p.eps);
 #pragma unroll
         for (int j = 0; j < STAGE_V; j++) {
             int k = j * NT + tid;
@@ -443,12 +450,7 @@ __device__ void stage(const Phase& p, const Ptr& a, float* xs, float* red, const
         }
     }
     if (p.stage == ST_NORM) {
-        ss = warp_sum(ss);
-        if (lane == 0) red[warp] = ss;
-        consumers_sync();
-        float tot = 0.f;
-        for (int w = 0; w < CW; w++) tot += red[w];
-        float inv = rsqrtf(tot / p.K + p.eps);
+        float inv = inv_rms(ss, red, p.K, p.eps);
         for (int k = tid; k < K4; k += NT) {
             float4 x = xs4[xs_at(k, p.K)], w = *(const float4*)(p.normw + 4 * k);
             x.x *= inv * (1.f + w.x), x.y *= inv * (1.f + w.y), x.z *= inv * (1.f + w.z), x.w *= inv * (1.f + w.w);
@@ -502,9 +504,8 @@ __device__ __forceinline__ void finish(const Phase& p, const Ptr& a, int r, floa
 // dot_rows sets acc[q] to lane's share of row q's dot product with the
 // staged x (R rows of units 16-byte pieces in the slot), two pieces a row
 // at a time: every load of an iteration is issued before its products, no
-// branch between the rows.
+// branch between the rows. x is staged as xs_at lays it out.
 template <int R>
-// x is staged as xs_at lays it out.
 __device__ __forceinline__ void dot_rows(const uint4* const* wr, const float4* xv, int units, int lane, float* acc) {
     float a0[R], a1[R];
 #pragma unroll
