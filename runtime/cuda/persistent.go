@@ -136,23 +136,50 @@ func decodeLayers(d *rt.DecodeLayersArgs) {
 		if n > maxPhases {
 			return fmt.Errorf("%d phases, over %d", n, maxPhases)
 		}
-		slotBytes := (max(8<<10, shape.rowBytes) + 15) &^ 15
-		slots := min(32, (ps.maxShared-4*shape.maxK)/(slotBytes+16))
-		if slots <= decodeWarps {
-			return fmt.Errorf("rows of %d bytes and inputs of %d values leave %d ring slots in %d KiB of shared memory; the kernel needs %d",
-				shape.rowBytes, shape.maxK, slots, ps.maxShared>>10, decodeWarps+1)
+		slotBytes := (max(8<<10, shape.rowBytes) + 127) &^ 127
+		partRows := tileRows(prog, slotBytes, ps.grid)
+		fixed := 4*shape.maxK + 4*decodeWarps*partRows
+		slots := min(32, (ps.maxShared-fixed)/(slotBytes+16))
+		if slots < minSlots {
+			return fmt.Errorf("rows of %d bytes, inputs of %d values and %d rows a block leave %d ring slots in %d KiB of shared memory; the kernel needs %d",
+				shape.rowBytes, shape.maxK, partRows, slots, ps.maxShared>>10, minSlots)
 		}
-		shared := 4*shape.maxK + slots*(slotBytes+16)
+		shared := fixed + slots*(slotBytes+16)
 		pr, err := c.program(prog)
 		if err != nil {
 			return err
 		}
 		bar := ps.bars + uintptr(4*n)
 		return c.launchFn(ps.fn, "decode_layers", ps.grid, 1, 32*(decodeWarps+1), shared,
-			p(pr.dev), p(int32(n)), p(bar), p(int32(slotBytes)), p(int32(slots)), p(int32(shape.maxK)), p(d.Slot),
+			p(pr.dev), p(int32(n)), p(bar), p(int32(slotBytes)), p(int32(slots)), p(int32(shape.maxK)), p(int32(partRows)), p(d.Slot),
 			p(d.X.DevicePtr()), p(d.Proj.DevicePtr()), p(d.Core.DevicePtr()), p(d.Hidden.DevicePtr()),
 			p(ptrOf(d.AttnO)), p(ptrOf(d.AttnGate)), p(ptrOf(d.AttnQKV)), p(pr.times))
 	})
+}
+
+// minSlots is the ring a launch needs: an 8-row tile of one-row chunks
+// spans 8 slots, and the producer one more.
+const minSlots = 9
+
+// tileRows is the most weight rows (in whole 8-row tiles) a block of grid
+// takes in a GEMV phase of prog: the rows of its warps' partial sums.
+func tileRows(prog []int32, slotBytes, grid int) int {
+	most := 0
+	for i := 0; i+phaseWords <= len(prog); i += phaseWords {
+		w := prog[i : i+phaseWords]
+		if w[18] != phGEMV {
+			continue
+		}
+		f := 1
+		if w[22] == epGLU {
+			f = 2
+		}
+		rows := (int(w[19]) + grid - 1) / grid
+		rpc := max(1, slotBytes/(2*int(w[20])*f))
+		chunks := (rows + rpc - 1) / rpc
+		most = max(most, (chunks*rpc*f+7)&^7)
+	}
+	return most
 }
 
 // program is a program's device copy, and under GOVLLM_CUDA_PROFILE=phases
@@ -252,8 +279,8 @@ func buildProgram(prog []int32, d *rt.DecodeLayersArgs) ([]int32, progShape, err
 		}
 	}
 	gemv := func(f phase, glu bool) (phase, error) {
-		if f.k%8 != 0 {
-			return f, fmt.Errorf("a matrix of %d columns: the kernel reads rows in 16-byte pieces", f.k)
+		if f.k%64 != 0 {
+			return f, fmt.Errorf("a matrix of %d columns: the kernel's tensor-core tiles take rows in multiples of 64", f.k)
 		}
 		if f.normw%16 != 0 || f.srcOff%4 != 0 || f.zOff%4 != 0 {
 			return f, fmt.Errorf("a norm weight at %#x, inputs at offsets %d and %d: the kernel stages inputs in 16-byte pieces", f.normw, f.srcOff, f.zOff)
