@@ -48,17 +48,37 @@ struct Phase {
     float eps, qkeps;
     int src, z, out;             // BUF_*: the staged input (GEMV) or the conv'd projections (RULE); ST_GATED's z; the output
     int src_off, z_off, out_off; // in floats
+    int src_ph, z_ph;            // the phase of this program that wrote src, z; -1: a kernel before
+    int tsrc_off, tz_off, tout_off, pad; // where src, z and out's tagged copies sit in the launch's tg; -1: none
 };
 enum { BUF_X = 1, BUF_PROJ = 2, BUF_CORE = 3, BUF_HIDDEN = 4, BUF_ATTN_O = 5, BUF_ATTN_GATE = 6, BUF_ATTN_QKV = 7 };
 
-// Bufs are the launch's buffers; Ptr a phase's addresses in them.
-struct Bufs { float *x, *proj, *core, *hidden, *ao, *ag, *aqkv; int slot; };
-struct Ptr { const float *src, *z; float *out, *convst, *rec; };
+// Bufs are the launch's buffers, and the tagged copies of those its phases
+// hand to each other (TAGS); Ptr a phase's addresses in them (tsrc, tz
+// set where the phase reads a tagged copy, tout where it writes one).
+typedef unsigned long long u64;
+struct Bufs { float *x, *proj, *core, *hidden, *ao, *ag, *aqkv; u64* tg; int slot; };
+struct Ptr {
+    const float *src, *z;
+    float *out, *convst, *rec;
+    const u64 *tsrc, *tz;
+    u64* tout;
+};
 __device__ __forceinline__ float* buf_at(const Bufs& b, int id, int off) {
     float* base = id == BUF_X ? b.x : id == BUF_PROJ ? b.proj : id == BUF_CORE ? b.core : id == BUF_HIDDEN ? b.hidden
                 : id == BUF_ATTN_O ? b.ao : id == BUF_ATTN_GATE ? b.ag : b.aqkv;
     return base + off;
 }
+// TAGS 1: a phase's outputs are also written with their phase's tag (a
+// word unique to the launch and phase) beside each value, and a GEMV phase
+// whose inputs were written by this launch waits for them by reading them
+// until every tag is its writer's, not at a barrier of the grid: the read
+// that waits is the read that stages. The RULE phase (which reads only its
+// heads' rows, so no block's progress shows another's) waits at the
+// barrier. Every phase still arrives at the barrier count.
+#define TAGS 1
+
+__device__ __forceinline__ unsigned tag_of(unsigned epoch, int phase) { return epoch | (unsigned)phase << 8; }
 __device__ __forceinline__ Ptr resolve(const Phase& p, const Bufs& b) {
     Ptr q;
     q.src = buf_at(b, p.src, p.src_off);
@@ -66,7 +86,20 @@ __device__ __forceinline__ Ptr resolve(const Phase& p, const Bufs& b) {
     q.out = buf_at(b, p.out, p.out_off);
     q.convst = p.convst + b.slot * p.conv_stride;
     q.rec = p.rec + b.slot * p.rec_stride;
+    q.tsrc = q.tz = nullptr;
+    q.tout = TAGS && p.tout_off >= 0 ? b.tg + p.tout_off : nullptr;
+    bool z_ok = p.stage != ST_SIGMUL && (p.stage != ST_GATED || (p.z_ph >= 0 && p.tz_off >= 0));
+    if (TAGS && p.kind == PH_GEMV && p.src_ph >= 0 && p.tsrc_off >= 0 && z_ok) {
+        q.tsrc = b.tg + p.tsrc_off;
+        q.tz = p.stage == ST_GATED ? b.tg + p.tz_off : nullptr;
+    }
     return q;
+}
+
+// put_out writes value v of row r of the phase's output, and its tagged copy.
+__device__ __forceinline__ void put_out(const Ptr& a, unsigned tag, i64 r, float v) {
+    a.out[r] = v;
+    if (a.tout) a.tout[r] = (u64)tag << 32 | __float_as_uint(v);
 }
 
 #define CW 7                 // consumer warps
@@ -105,6 +138,7 @@ __device__ __forceinline__ float4 ld_cg4(const float* p) {
     const volatile float* v = p;
     return make_float4(v[0], v[1], v[2], v[3]);
 }
+__device__ __forceinline__ unsigned long long ld_cg64(const unsigned long long* p) { return *(const volatile unsigned long long*)p; }
 __device__ __forceinline__ saddr s_addr(const void* p) { return (saddr)p; }
 // An mbarrier: arrivals still due (low word), then the count and the phase (top bit).
 __device__ __forceinline__ void mbar_init(saddr a, int count) { *(unsigned long long*)a = ((unsigned long long)count << 32) | (unsigned)count; }
@@ -143,6 +177,7 @@ __device__ __forceinline__ unsigned long long clk() { return clock64(); }
 // flight at once (the barriers' asm clobbers memory: none moves above).
 __device__ __forceinline__ float ld_cg(const float* p) { return __ldcg(p); }
 __device__ __forceinline__ float4 ld_cg4(const float* p) { return __ldcg((const float4*)p); }
+__device__ __forceinline__ unsigned long long ld_cg64(const unsigned long long* p) { return __ldcg(p); }
 __device__ __forceinline__ saddr s_addr(const void* p) {
     unsigned a;
     asm("{ .reg .u64 t; cvta.to.shared.u64 t, %1; cvt.u32.u64 %0, t; }" : "=r"(a) : "l"(p));
@@ -329,31 +364,6 @@ __device__ void produce(const Phase* prog, int n, const Bufs& bufs, unsigned cha
 #define STAGE_V 4 // float4s a thread has in flight
 #define GATED_H 2 // heads a warp of the gated norm's staging has in flight
 
-// Early is what a phase's staging reads that no phase writes (its norm
-// weights), read before the phase's barrier so that its round trip to L2
-// is off the phase's path: ST_NORM's as the thread stages x (k = tid +
-// j·NT), ST_GATED's as a lane stages a head (k = lane + 32·j).
-struct Early { float4 w[STAGE_V]; };
-__device__ __forceinline__ Early early_of(const Phase& p) {
-    Early e;
-    int tid = threadIdx.x, lane = tid & 31;
-    if (p.kind != PH_GEMV) return e;
-    if (p.stage == ST_NORM) {
-#pragma unroll
-        for (int j = 0; j < STAGE_V; j++) {
-            int k = j * NT + tid;
-            if (k < p.K / 4) e.w[j] = *(const float4*)(p.normw + 4 * k);
-        }
-    } else if (p.stage == ST_GATED) {
-#pragma unroll
-        for (int j = 0; j < 2; j++) {
-            int k = lane + 32 * j;
-            if (k < p.dv / 4) e.w[j] = *(const float4*)(p.normw + 4 * k);
-        }
-    }
-    return e;
-}
-
 // The staged input is x split into bf16 hi + lo (x - hi, so ~16 bits of
 // x are kept), laid out as mma_bf16's B fragments with hi as column 0 and
 // lo as column 1: for the 32 values from 32p, lane 4g + t (g 0 hi, 1 lo)
@@ -384,23 +394,56 @@ __device__ __forceinline__ float inv_rms(float ss, float* red, int K, float eps)
     return rsqrtf(tot / K + eps);
 }
 
-__device__ void stage(const Phase& p, const Ptr& a, float* xs, float* red, const Early& early) {
+// fetch4 reads the 4 values at off of a phase input: from its tagged copy
+// where there is one, saying whether all 4 are the writer's yet.
+__device__ __forceinline__ bool fetch4(const float* plain, const u64* tagged, unsigned tag, i64 off, float4& v) {
+    if (!tagged) {
+        v = ld_cg4(plain + off);
+        return true;
+    }
+    u64 q0 = ld_cg64(tagged + off), q1 = ld_cg64(tagged + off + 1), q2 = ld_cg64(tagged + off + 2), q3 = ld_cg64(tagged + off + 3);
+    v = make_float4(__uint_as_float((unsigned)q0), __uint_as_float((unsigned)q1), __uint_as_float((unsigned)q2), __uint_as_float((unsigned)q3));
+    return (unsigned)(q0 >> 32) == tag && (unsigned)(q1 >> 32) == tag && (unsigned)(q2 >> 32) == tag && (unsigned)(q3 >> 32) == tag;
+}
+
+// Waiting is a read of the inputs again until fetch4 says all are there.
+struct Waiting { unsigned long long t0; int tries; };
+__device__ __forceinline__ void wait_more(Waiting& w) {
+    spin_pause();
+    if ((++w.tries & 255) == 0) {
+        unsigned long long t = now_ns();
+        if (w.t0 == 0) w.t0 = t;
+        else if (t - w.t0 > SPIN_NS) TRAP("decode_layers: a phase's input was never written");
+    }
+}
+
+// The norm weights (no phase writes them) are read first, in flight with x.
+__device__ void stage(const Phase& p, const Ptr& a, float* xs, float* red, unsigned epoch) {
     int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
+    unsigned src_tag = tag_of(epoch, p.src_ph), z_tag = tag_of(epoch, p.z_ph);
     if (p.stage == ST_GATED) { // each value head normalised over its dv, times silu(z): a warp a head
         int d4 = p.dv / 4;     // at most 64 (dv <= 256): two float4s a lane, GATED_H heads a warp in flight
+        float4 nw[2];
+#pragma unroll
+        for (int j = 0; j < 2; j++)
+            if (lane + 32 * j < d4) nw[j] = *(const float4*)(p.normw + 4 * (lane + 32 * j));
         for (int h0 = warp; h0 < p.hv; h0 += GATED_H * CW) {
             float4 v[GATED_H][2], zz[GATED_H][2];
+            for (Waiting wt = {0, 0};; wait_more(wt)) {
+                bool ok = true;
 #pragma unroll
-            for (int e = 0; e < GATED_H; e++) {
-                int h = h0 + e * CW;
+                for (int e = 0; e < GATED_H; e++) {
+                    int h = h0 + e * CW;
 #pragma unroll
-                for (int j = 0; j < 2; j++) {
-                    int k = lane + 32 * j;
-                    if (h < p.hv && k < d4) {
-                        v[e][j] = ld_cg4(a.src + (i64)h * p.dv + 4 * k);
-                        zz[e][j] = ld_cg4(a.z + (i64)h * p.dv + 4 * k);
+                    for (int j = 0; j < 2; j++) {
+                        int k = lane + 32 * j;
+                        if (h < p.hv && k < d4) {
+                            ok &= fetch4(a.src, a.tsrc, src_tag, (i64)h * p.dv + 4 * k, v[e][j]);
+                            ok &= fetch4(a.z, a.tz, z_tag, (i64)h * p.dv + 4 * k, zz[e][j]);
+                        }
                     }
                 }
+                if (ok) break;
             }
 #pragma unroll
             for (int e = 0; e < GATED_H; e++) {
@@ -415,7 +458,7 @@ __device__ void stage(const Phase& p, const Ptr& a, float* xs, float* red, const
                 for (int j = 0; j < 2; j++) {
                     int k = lane + 32 * j;
                     if (k < d4) {
-                        float4 w = early.w[j], z = zz[e][j], x = v[e][j], o;
+                        float4 w = nw[j], z = zz[e][j], x = v[e][j], o;
                         o.x = x.x * inv * w.x * (z.x * sigmoidf_(z.x));
                         o.y = x.y * inv * w.y * (z.y * sigmoidf_(z.y));
                         o.z = x.z * inv * w.z * (z.z * sigmoidf_(z.z));
@@ -431,21 +474,28 @@ __device__ void stage(const Phase& p, const Ptr& a, float* xs, float* red, const
     float ss = 0.f;
     int K4 = p.K / 4;
     if (p.stage == ST_NORM && K4 <= STAGE_V * NT) { // x in registers, one pass: read, reduce, scale
-        float4 v[STAGE_V];
+        float4 v[STAGE_V], nw[STAGE_V];
 #pragma unroll
-        for (int j = 0; j < STAGE_V; j++) {
-            int k = j * NT + tid;
-            if (k < K4) {
-                v[j] = ld_cg4(a.src + 4 * k);
-                ss += v[j].x * v[j].x + v[j].y * v[j].y + v[j].z * v[j].z + v[j].w * v[j].w;
+        for (int j = 0; j < STAGE_V; j++)
+            if (j * NT + tid < K4) nw[j] = *(const float4*)(p.normw + 4 * (j * NT + tid));
+        for (Waiting wt = {0, 0};; wait_more(wt)) {
+            bool ok = true;
+#pragma unroll
+            for (int j = 0; j < STAGE_V; j++) {
+                int k = j * NT + tid;
+                if (k < K4) ok &= fetch4(a.src, a.tsrc, src_tag, 4 * k, v[j]);
             }
+            if (ok) break;
         }
+#pragma unroll
+        for (int j = 0; j < STAGE_V; j++)
+            if (j * NT + tid < K4) ss += v[j].x * v[j].x + v[j].y * v[j].y + v[j].z * v[j].z + v[j].w * v[j].w;
         float inv = inv_rms(ss, red, p.K, p.eps);
 #pragma unroll
         for (int j = 0; j < STAGE_V; j++) {
             int k = j * NT + tid;
             if (k < K4) {
-                float4 x = v[j], w = early.w[j];
+                float4 x = v[j], w = nw[j];
                 x.x *= inv * (1.f + w.x), x.y *= inv * (1.f + w.y), x.z *= inv * (1.f + w.z), x.w *= inv * (1.f + w.w);
                 put_x4(xs, k, x);
             }
@@ -453,21 +503,41 @@ __device__ void stage(const Phase& p, const Ptr& a, float* xs, float* red, const
         consumers_sync();
         return;
     }
-    bool sig = p.stage == ST_SIGMUL; // the attention's output times sigmoid of its gate
-    for (int k0 = 0; k0 < K4; k0 += STAGE_V * NT) {
-        float4 v[STAGE_V], g[STAGE_V];
+    if (p.stage == ST_SIGMUL) { // the attention's output times sigmoid of its gate: from kernels before
+        for (int k0 = 0; k0 < K4; k0 += STAGE_V * NT) {
+            float4 v[STAGE_V], g[STAGE_V];
 #pragma unroll
-        for (int j = 0; j < STAGE_V; j++) {
-            int k = k0 + j * NT + tid;
-            if (k < K4) v[j] = ld_cg4(a.src + 4 * k);
-            if (sig && k < K4) g[j] = ld_cg4(a.z + 4 * k);
+            for (int j = 0; j < STAGE_V; j++) {
+                int k = k0 + j * NT + tid;
+                if (k < K4) v[j] = ld_cg4(a.src + 4 * k), g[j] = ld_cg4(a.z + 4 * k);
+            }
+#pragma unroll
+            for (int j = 0; j < STAGE_V; j++) {
+                int k = k0 + j * NT + tid;
+                float4 x = v[j];
+                x.x *= sigmoidf_(g[j].x), x.y *= sigmoidf_(g[j].y), x.z *= sigmoidf_(g[j].z), x.w *= sigmoidf_(g[j].w);
+                if (k < K4) put_x4(xs, k, x);
+            }
+        }
+        consumers_sync();
+        return;
+    }
+    for (int k0 = 0; k0 < K4; k0 += STAGE_V * NT) {
+        float4 v[STAGE_V];
+        for (Waiting wt = {0, 0};; wait_more(wt)) {
+            bool ok = true;
+#pragma unroll
+            for (int j = 0; j < STAGE_V; j++) {
+                int k = k0 + j * NT + tid;
+                if (k < K4) ok &= fetch4(a.src, a.tsrc, src_tag, 4 * k, v[j]);
+            }
+            if (ok) break;
         }
 #pragma unroll
         for (int j = 0; j < STAGE_V; j++) {
             int k = k0 + j * NT + tid;
             if (k >= K4) continue;
             float4 x = v[j];
-            if (sig) x.x *= sigmoidf_(g[j].x), x.y *= sigmoidf_(g[j].y), x.z *= sigmoidf_(g[j].z), x.w *= sigmoidf_(g[j].w);
             if (p.stage == ST_NORM) ss += x.x * x.x + x.y * x.y + x.z * x.z + x.w * x.w;
             else put_x4(xs, k, x);
         }
@@ -475,7 +545,8 @@ __device__ void stage(const Phase& p, const Ptr& a, float* xs, float* red, const
     if (p.stage == ST_NORM) { // x read again, scaled: the staged hi + lo cannot be scaled in place
         float inv = inv_rms(ss, red, p.K, p.eps);
         for (int k = tid; k < K4; k += NT) {
-            float4 x = ld_cg4(a.src + 4 * k), w = *(const float4*)(p.normw + 4 * k);
+            float4 x, w = *(const float4*)(p.normw + 4 * k);
+            for (Waiting wt = {0, 0}; !fetch4(a.src, a.tsrc, src_tag, 4 * k, x); wait_more(wt)) {} // there since the first pass
             x.x *= inv * (1.f + w.x), x.y *= inv * (1.f + w.y), x.z *= inv * (1.f + w.z), x.w *= inv * (1.f + w.w);
             put_x4(xs, k, x);
         }
@@ -505,9 +576,9 @@ __device__ __forceinline__ Pre pre_of(const Phase& p, const Ptr& a, int r) {
 }
 
 // finish writes row r's dot product v as the phase's epilogue says.
-__device__ __forceinline__ void finish(const Phase& p, const Ptr& a, int r, float v, const Pre& q) {
+__device__ __forceinline__ void finish(const Phase& p, const Ptr& a, unsigned tag, int r, float v, const Pre& q) {
     if (p.epi == EP_ADD) {
-        a.out[r] = q.old + v;
+        put_out(a, tag, r, q.old + v);
     } else if (p.epi == EP_CONV && r < p.C) { // the causal conv with SiLU of channel r; its state advances
         int K = p.Kc;
         float acc = 0.f;
@@ -518,9 +589,9 @@ __device__ __forceinline__ void finish(const Phase& p, const Ptr& a, int r, floa
         for (int j = 0; j < 7; j++)
             if (j < K - 2) a.convst[(i64)j * p.C + r] = q.in[j + 1];
         if (K > 1) a.convst[(i64)(K - 2) * p.C + r] = v;
-        a.out[r] = acc * sigmoidf_(acc);
+        put_out(a, tag, r, acc * sigmoidf_(acc));
     } else {
-        a.out[r] = v;
+        put_out(a, tag, r, v);
     }
 }
 
@@ -592,7 +663,7 @@ __device__ __forceinline__ void tile_dot(float* acc, const unsigned char* slot0,
 // tensor cores: K is split over the warps, each taking its k-pairs of
 // every 8-row tile; the warps' sums meet in part (part_rows a warp), and
 // thread o finishes the block's row o.
-__device__ void gemv(const Phase& p, const Ptr& a, const float* xs, float* part, int part_rows, const unsigned char* slot0,
+__device__ void gemv(const Phase& p, const Ptr& a, unsigned tag, const float* xs, float* part, int part_rows, const unsigned char* slot0,
                      unsigned long long* full, unsigned long long* empty, i64 s, int slot_bytes, int slots, unsigned long long* t_full) {
     int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
     unsigned long long mine = 0, *waited = t_full ? &mine : nullptr;
@@ -634,8 +705,8 @@ __device__ void gemv(const Phase& p, const Ptr& a, const float* xs, float* part,
             v += part[w * part_rows + j];
             if (glu) u += part[w * part_rows + ju];
         }
-        if (glu) a.out[r.r0 + o] = v * sigmoidf_(v) * u;
-        else finish(p, a, r.r0 + o, v, o == tid ? pre : pre_of(p, a, r.r0 + o));
+        if (glu) put_out(a, tag, r.r0 + o, v * sigmoidf_(v) * u);
+        else finish(p, a, tag, r.r0 + o, v, o == tid ? pre : pre_of(p, a, r.r0 + o));
     }
     if (t_full && lane == 0) block_max(t_full, mine);
 }
@@ -644,7 +715,7 @@ __device__ void gemv(const Phase& p, const Ptr& a, const float* xs, float* part,
 // columns of a value head's state, which the producer put in a slot; it
 // writes the head's raw output (the next phase normalises it). Thread t
 // takes column t % 16 and rows t / 16 + RULE_R·m.
-__device__ void rule(const Phase& p, const Ptr& a, const unsigned char* slot0, unsigned long long* full,
+__device__ void rule(const Phase& p, const Ptr& a, unsigned tag, const unsigned char* slot0, unsigned long long* full,
                      unsigned long long* empty, i64 s, int slot_bytes, int slots, float* red, unsigned long long* t_full) {
     int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, c = tid & 15, rp = tid >> 4;
     unsigned long long mine = 0, *waited = t_full ? &mine : nullptr;
@@ -704,7 +775,7 @@ __device__ void rule(const Phase& p, const Ptr& a, const unsigned char* slot0, u
 #pragma unroll
         for (int m = 0; m < RULE_M; m++)
             if (rp + RULE_R * m < p.dk) Sg[(i64)(rp + RULE_R * m) * p.dv] = e * Sr[m] + kr[m] * delta;
-        if (rp == 0) a.out[(i64)h * p.dv + j0 + c] = e * sq + kq * delta;
+        if (rp == 0) put_out(a, tag, (i64)h * p.dv + j0 + c, e * sq + kq * delta);
         consumers_sync(); // red is written again by the next item
     }
     if (t_full && lane == 0) block_max(t_full, mine);
@@ -728,7 +799,7 @@ __device__ void prefetch_small(const Phase& p, const Ptr& a, int slot_bytes) {
         prefetch_range(p.dtb, p.hv);
         return;
     }
-    if (p.stage == ST_NORM && p.K > 4 * STAGE_V * NT) prefetch_range(p.normw, p.K); // beyond what early_of reads
+    if (p.stage == ST_NORM && p.K > 4 * STAGE_V * NT) prefetch_range(p.normw, p.K); // beyond what the staging reads with x
     if (p.epi == EP_CONV) {
         Rows r = rows_of(p, slot_bytes);
         int n = min(r.n, p.C - r.r0);
@@ -745,7 +816,7 @@ __device__ void prefetch_small(const Phase& p, const Ptr& a, int slot_bytes) {
 // slot for full and one for empty.
 extern "C" __global__ void __launch_bounds__(NT + 32, 1) decode_layers(const Phase* prog, int n, unsigned* bar, int slot_bytes, int slots,
                                                                        int max_k, int part_rows, int slot, float* x, float* proj, float* core, float* hidden,
-                                                                       float* ao, float* ag, float* aqkv, unsigned long long* times) {
+                                                                       float* ao, float* ag, float* aqkv, u64* tg, unsigned long long* times) {
     DYN_SHARED(sm);
     __shared__ float red[2 * 32 * CW];
     __shared__ unsigned base;
@@ -754,7 +825,7 @@ extern "C" __global__ void __launch_bounds__(NT + 32, 1) decode_layers(const Pha
     unsigned char* slot0 = (unsigned char*)(part + CW * part_rows);
     unsigned long long* full = (unsigned long long*)(slot0 + (i64)slots * slot_bytes);
     unsigned long long* empty = full + slots;
-    Bufs bufs = {x, proj, core, hidden, ao, ag, aqkv, slot};
+    Bufs bufs = {x, proj, core, hidden, ao, ag, aqkv, tg, slot};
     int warp = threadIdx.x >> 5;
     if (times && threadIdx.x == 0) {
         unsigned long long* t = times_at(times, n);
@@ -767,8 +838,9 @@ extern "C" __global__ void __launch_bounds__(NT + 32, 1) decode_layers(const Pha
             mbar_init(s_addr(empty + s), CW); // every consumer warp reads every slot
         }
         // Every launch of n phases adds grid × n, so this one starts at the
-        // multiple of that at or below the count: no block has arrived at
-        // its last barrier yet.
+        // multiple of that at or below the count: no block can have passed
+        // its last phase before every block has begun (each phase after the
+        // first waits for all blocks' outputs of the one before).
         unsigned v = *(volatile unsigned*)bar;
         base = v - v % (gridDim.x * (unsigned)n);
     }
@@ -779,6 +851,8 @@ extern "C" __global__ void __launch_bounds__(NT + 32, 1) decode_layers(const Pha
     }
     i64 s = 0;
     unsigned long long* t = nullptr;
+    // The launch's tags: its count among launches of n phases, and n.
+    unsigned epoch = (base / (gridDim.x * (unsigned)n)) << 16 | (unsigned)n;
     for (int i = 0; i < n; i++) {
         const Phase& p = prog[i];
         if (times && threadIdx.x == 0) {
@@ -787,9 +861,8 @@ extern "C" __global__ void __launch_bounds__(NT + 32, 1) decode_layers(const Pha
         }
         Ptr a = resolve(p, bufs);
         prefetch_small(p, a, slot_bytes);
-        Early early = early_of(p);
         if (i == 0) depend_wait(); // x, the projections and the states come from kernels before
-        if (i > 0) {
+        if (i > 0 && !a.tsrc) { // no tagged input to wait on
             if (threadIdx.x == 0) await_count(bar, base + gridDim.x * (unsigned)i);
             consumers_sync();
         }
@@ -799,13 +872,13 @@ extern "C" __global__ void __launch_bounds__(NT + 32, 1) decode_layers(const Pha
         if (i == n - 1) launch_dependents();
         unsigned long long* t_full = times ? times_at(times, i) + T_FULL : nullptr; // every warp's
         if (p.kind == PH_GEMV) {
-            stage(p, a, xs, red, early);
+            stage(p, a, xs, red, epoch);
             if (t) t[T_STAGED] = clk();
-            gemv(p, a, xs, part, part_rows, slot0, full, empty, s, slot_bytes, slots, t_full);
+            gemv(p, a, tag_of(epoch, i), xs, part, part_rows, slot0, full, empty, s, slot_bytes, slots, t_full);
             s += rows_of(p, slot_bytes).chunks;
         } else {
             if (t) t[T_STAGED] = t[T_PASSED];
-            rule(p, a, slot0, full, empty, s, slot_bytes, slots, red, t_full);
+            rule(p, a, tag_of(epoch, i), slot0, full, empty, s, slot_bytes, slots, red, t_full);
             s += rule_chunks(p);
         }
         consumers_sync();
