@@ -406,10 +406,14 @@ __device__ __forceinline__ bool fetch4(const float* plain, const u64* tagged, un
     return (unsigned)(q0 >> 32) == tag && (unsigned)(q1 >> 32) == tag && (unsigned)(q2 >> 32) == tag && (unsigned)(q3 >> 32) == tag;
 }
 
-// Waiting is a read of the inputs again until fetch4 says all are there.
+// Waiting is a read of the inputs again until fetch4 says all are there,
+// a little apart, so that 30,000 threads re-reading do not crowd L2.
 struct Waiting { unsigned long long t0; int tries; };
 __device__ __forceinline__ void wait_more(Waiting& w) {
     spin_pause();
+#ifndef GOVLLM_EMU
+    __nanosleep(100);
+#endif
     if ((++w.tries & 255) == 0) {
         unsigned long long t = now_ns();
         if (w.t0 == 0) w.t0 = t;
