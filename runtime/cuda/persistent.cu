@@ -48,37 +48,17 @@ struct Phase {
     float eps, qkeps;
     int src, z, out;             // BUF_*: the staged input (GEMV) or the conv'd projections (RULE); ST_GATED's z; the output
     int src_off, z_off, out_off; // in floats
-    int src_ph, z_ph;            // the phase of this program that wrote src, z; -1: a kernel before
-    int tsrc_off, tz_off, tout_off, pad; // where src, z and out's tagged copies sit in the launch's tg; -1: none
 };
 enum { BUF_X = 1, BUF_PROJ = 2, BUF_CORE = 3, BUF_HIDDEN = 4, BUF_ATTN_O = 5, BUF_ATTN_GATE = 6, BUF_ATTN_QKV = 7 };
 
-// Bufs are the launch's buffers, and the tagged copies of those its phases
-// hand to each other (TAGS); Ptr a phase's addresses in them (tsrc, tz
-// set where the phase reads a tagged copy, tout where it writes one).
-typedef unsigned long long u64;
-struct Bufs { float *x, *proj, *core, *hidden, *ao, *ag, *aqkv; u64* tg; int slot; };
-struct Ptr {
-    const float *src, *z;
-    float *out, *convst, *rec;
-    const u64 *tsrc, *tz;
-    u64* tout;
-};
+// Bufs are the launch's buffers; Ptr a phase's addresses in them.
+struct Bufs { float *x, *proj, *core, *hidden, *ao, *ag, *aqkv; int slot; };
+struct Ptr { const float *src, *z; float *out, *convst, *rec; };
 __device__ __forceinline__ float* buf_at(const Bufs& b, int id, int off) {
     float* base = id == BUF_X ? b.x : id == BUF_PROJ ? b.proj : id == BUF_CORE ? b.core : id == BUF_HIDDEN ? b.hidden
                 : id == BUF_ATTN_O ? b.ao : id == BUF_ATTN_GATE ? b.ag : b.aqkv;
     return base + off;
 }
-// TAGS 1: a phase's outputs are also written with their phase's tag (a
-// word unique to the launch and phase) beside each value, and a GEMV phase
-// whose inputs were written by this launch waits for them by reading them
-// until every tag is its writer's, not at a barrier of the grid: the read
-// that waits is the read that stages. The RULE phase (which reads only its
-// heads' rows, so no block's progress shows another's) waits at the
-// barrier. Every phase still arrives at the barrier count.
-#define TAGS 1
-
-__device__ __forceinline__ unsigned tag_of(unsigned epoch, int phase) { return epoch | (unsigned)phase << 8; }
 __device__ __forceinline__ Ptr resolve(const Phase& p, const Bufs& b) {
     Ptr q;
     q.src = buf_at(b, p.src, p.src_off);
@@ -86,20 +66,7 @@ __device__ __forceinline__ Ptr resolve(const Phase& p, const Bufs& b) {
     q.out = buf_at(b, p.out, p.out_off);
     q.convst = p.convst + b.slot * p.conv_stride;
     q.rec = p.rec + b.slot * p.rec_stride;
-    q.tsrc = q.tz = nullptr;
-    q.tout = TAGS && p.tout_off >= 0 ? b.tg + p.tout_off : nullptr;
-    bool z_ok = p.stage != ST_SIGMUL && (p.stage != ST_GATED || (p.z_ph >= 0 && p.tz_off >= 0));
-    if (TAGS && p.kind == PH_GEMV && p.src_ph >= 0 && p.tsrc_off >= 0 && z_ok) {
-        q.tsrc = b.tg + p.tsrc_off;
-        q.tz = p.stage == ST_GATED ? b.tg + p.tz_off : nullptr;
-    }
     return q;
-}
-
-// put_out writes value v of row r of the phase's output, and its tagged copy.
-__device__ __forceinline__ void put_out(const Ptr& a, unsigned tag, i64 r, float v) {
-    a.out[r] = v;
-    if (a.tout) a.tout[r] = (u64)tag << 32 | __float_as_uint(v);
 }
 
 #define CW 7                 // consumer warps
@@ -118,10 +85,14 @@ __device__ __forceinline__ float warp_sum(float v) {
     for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
     return v;
 }
-// bf16_rn is x rounded to the nearest bf16 (ties to even), as its bits.
-__device__ __forceinline__ unsigned bf16_rn(float x) {
-    unsigned u = __float_as_uint(x);
-    return (u + 0x7fffu + ((u >> 16) & 1u)) >> 16;
+// dot8 is 8 bf16 weights times 8 floats, summed as a tree (four products
+// in pairs, then two adds deep), not one chain of eight dependent adds.
+__device__ __forceinline__ float dot8(uint4 q, float4 a, float4 b) {
+    float s0 = a.x * __uint_as_float(q.x << 16) + a.y * __uint_as_float(q.x & 0xffff0000u);
+    float s1 = a.z * __uint_as_float(q.y << 16) + a.w * __uint_as_float(q.y & 0xffff0000u);
+    float s2 = b.x * __uint_as_float(q.z << 16) + b.y * __uint_as_float(q.z & 0xffff0000u);
+    float s3 = b.z * __uint_as_float(q.w << 16) + b.w * __uint_as_float(q.w & 0xffff0000u);
+    return (s0 + s1) + (s2 + s3);
 }
 
 // The few instructions below have C++ stand-ins for the CPU emulator,
@@ -138,7 +109,6 @@ __device__ __forceinline__ float4 ld_cg4(const float* p) {
     const volatile float* v = p;
     return make_float4(v[0], v[1], v[2], v[3]);
 }
-__device__ __forceinline__ unsigned long long ld_cg64(const unsigned long long* p) { return *(const volatile unsigned long long*)p; }
 __device__ __forceinline__ saddr s_addr(const void* p) { return (saddr)p; }
 // An mbarrier: arrivals still due (low word), then the count and the phase (top bit).
 __device__ __forceinline__ void mbar_init(saddr a, int count) { *(unsigned long long*)a = ((unsigned long long)count << 32) | (unsigned)count; }
@@ -177,7 +147,6 @@ __device__ __forceinline__ unsigned long long clk() { return clock64(); }
 // flight at once (the barriers' asm clobbers memory: none moves above).
 __device__ __forceinline__ float ld_cg(const float* p) { return __ldcg(p); }
 __device__ __forceinline__ float4 ld_cg4(const float* p) { return __ldcg((const float4*)p); }
-__device__ __forceinline__ unsigned long long ld_cg64(const unsigned long long* p) { return __ldcg(p); }
 __device__ __forceinline__ saddr s_addr(const void* p) {
     unsigned a;
     asm("{ .reg .u64 t; cvta.to.shared.u64 t, %1; cvt.u32.u64 %0, t; }" : "=r"(a) : "l"(p));
@@ -193,20 +162,6 @@ __device__ __forceinline__ void mbar_arrive(saddr a) { asm volatile("{ .reg .b64
 __device__ __forceinline__ void cp16(saddr dst, const void* src) { asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(dst), "l"(src) : "memory"); }
 __device__ __forceinline__ void cp_arrive(saddr a) { asm volatile("cp.async.mbarrier.arrive.noinc.shared.b64 [%0];" ::"r"(a) : "memory"); }
 __device__ __forceinline__ void cp_wait_all() { asm volatile("cp.async.wait_all;" ::: "memory"); }
-// ldsm_x4 loads four 8x8 tiles of 16-bit values, lanes 8m..8m+7 giving
-// the rows of tile m; volatile, so that it stays after the slot's wait.
-__device__ __forceinline__ uint4 ldsm_x4(saddr a) {
-    uint4 d;
-    asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];" : "=r"(d.x), "=r"(d.y), "=r"(d.z), "=r"(d.w) : "r"(a));
-    return d;
-}
-// mma_bf16 adds A·B to c for a 16x16 bf16 A whose rows 8-15 are zero
-// (a0, a2: rows 0-7) and a 16x8 bf16 B, in f32.
-__device__ __forceinline__ void mma_bf16(float* c, unsigned a0, unsigned a2, unsigned b0, unsigned b1) {
-    asm("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, {%0, %1, %2, %3};"
-        : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
-        : "r"(a0), "r"(0u), "r"(a2), "r"(0u), "r"(b0), "r"(b1));
-}
 __device__ __forceinline__ void consumers_sync() { asm volatile("bar.sync 1, %0;" ::"r"(NT) : "memory"); }
 __device__ __forceinline__ void depend_wait() {
 #if __CUDA_ARCH__ >= 900
@@ -318,15 +273,13 @@ __device__ void produce(const Phase* prog, int n, const Bufs& bufs, unsigned cha
                 int slot = (int)(s % slots);
                 mbar_wait(s_addr(empty + slot), ((unsigned)(s / slots) & 1u) ^ 1u);
                 if (times && c == 0) t_free = clk();
-                // The chunk's rows (EP_GLU: the up rows after the gate rows), swizzled as ring_row says.
-                int row = r.r0 + c * r.rpc, rows = min(r.rpc, r.n - c * r.rpc), ku = p.K / 8;
-                int f = p.epi == EP_GLU ? 2 : 1, sr = f * r.rpc;
+                int row = r.r0 + c * r.rpc, rows = min(r.rpc, r.n - c * r.rpc), units = rows * (p.K / 8);
                 saddr dst = s_addr(slot0 + (i64)slot * slot_bytes);
-                for (int i = 0; i < f * rows; i++) {
-                    int j = c * sr + i;
-                    const uint4* src = (const uint4*)(p.w + (i64)(i < rows ? row + i : p.N + row + i - rows) * p.K);
-                    saddr d = dst + 16 * i * ku;
-                    for (int u = lane; u < ku; u += 32) cp16(d + 16 * (u ^ (j & 7)), src + u);
+                const uint4* src = (const uint4*)(p.w + (i64)row * p.K);
+                for (int u = lane; u < units; u += 32) cp16(dst + 16 * u, src + u);
+                if (p.epi == EP_GLU) { // the up rows after the gate rows
+                    src = (const uint4*)(p.w + (i64)(p.N + row) * p.K);
+                    for (int u = lane; u < units; u += 32) cp16(dst + 16 * (units + u), src + u);
                 }
                 cp_arrive(s_addr(full + slot));
             }
@@ -364,23 +317,36 @@ __device__ void produce(const Phase* prog, int n, const Bufs& bufs, unsigned cha
 #define STAGE_V 4 // float4s a thread has in flight
 #define GATED_H 2 // heads a warp of the gated norm's staging has in flight
 
-// The staged input is x split into bf16 hi + lo (x - hi, so ~16 bits of
-// x are kept), laid out as mma_bf16's B fragments with hi as column 0 and
-// lo as column 1: for the 32 values from 32p, lane 4g + t (g 0 hi, 1 lo)
-// holds the pairs at 2t, 8 + 2t, 16 + 2t and 24 + 2t, one uint4 at u32
-// 32p + 4(4g + t). Four bytes a value, as a float would take.
-// put_x4 writes float4 k4 of x.
-__device__ __forceinline__ void put_x4(float* xs, int k4, float4 v) {
-    unsigned* xb = (unsigned*)xs + 4 * (k4 & ~7); // 32 values a group, 32 u32s
-    int q = (k4 >> 1) & 3, t = 2 * (k4 & 1);      // the pair's slot in the lane's uint4, its lane
-    unsigned h0 = bf16_rn(v.x), h1 = bf16_rn(v.y), h2 = bf16_rn(v.z), h3 = bf16_rn(v.w);
-    unsigned l0 = bf16_rn(v.x - __uint_as_float(h0 << 16)), l1 = bf16_rn(v.y - __uint_as_float(h1 << 16));
-    unsigned l2 = bf16_rn(v.z - __uint_as_float(h2 << 16)), l3 = bf16_rn(v.w - __uint_as_float(h3 << 16));
-    xb[4 * t + q] = h0 | h1 << 16;
-    xb[4 * (t + 1) + q] = h2 | h3 << 16;
-    xb[4 * (4 + t) + q] = l0 | l1 << 16;
-    xb[4 * (5 + t) + q] = l2 | l3 << 16;
+// Early is what a phase's staging reads that no phase writes (its norm
+// weights), read before the phase's barrier so that its round trip to L2
+// is off the phase's path: ST_NORM's as the thread stages x (k = tid +
+// j·NT), ST_GATED's as a lane stages a head (k = lane + 32·j).
+struct Early { float4 w[STAGE_V]; };
+__device__ __forceinline__ Early early_of(const Phase& p) {
+    Early e;
+    int tid = threadIdx.x, lane = tid & 31;
+    if (p.kind != PH_GEMV) return e;
+    if (p.stage == ST_NORM) {
+#pragma unroll
+        for (int j = 0; j < STAGE_V; j++) {
+            int k = j * NT + tid;
+            if (k < p.K / 4) e.w[j] = *(const float4*)(p.normw + 4 * k);
+        }
+    } else if (p.stage == ST_GATED) {
+#pragma unroll
+        for (int j = 0; j < 2; j++) {
+            int k = lane + 32 * j;
+            if (k < p.dv / 4) e.w[j] = *(const float4*)(p.normw + 4 * k);
+        }
+    }
+    return e;
 }
+
+// xs_at is where float4 k of a staged input of K values sits: the even
+// ones first, then the odd, so that a lane's two float4s for its 16-byte
+// piece u of a row are u and K/8 + u, and a warp's reads of either are 512
+// contiguous bytes (4 wavefronts, not the 8 of float4s 32 bytes apart).
+__device__ __forceinline__ int xs_at(int k, int K) { return (k & 1) * (K / 8) + (k >> 1); }
 
 // inv_rms is 1/rms of K values of which each consumer thread summed the
 // squares of its share into ss (red: a float a warp).
@@ -394,60 +360,24 @@ __device__ __forceinline__ float inv_rms(float ss, float* red, int K, float eps)
     return rsqrtf(tot / K + eps);
 }
 
-// fetch4 reads the 4 values at off of a phase input: from its tagged copy
-// where there is one, saying whether all 4 are the writer's yet.
-__device__ __forceinline__ bool fetch4(const float* plain, const u64* tagged, unsigned tag, i64 off, float4& v) {
-    if (!tagged) {
-        v = ld_cg4(plain + off);
-        return true;
-    }
-    u64 q0 = ld_cg64(tagged + off), q1 = ld_cg64(tagged + off + 1), q2 = ld_cg64(tagged + off + 2), q3 = ld_cg64(tagged + off + 3);
-    v = make_float4(__uint_as_float((unsigned)q0), __uint_as_float((unsigned)q1), __uint_as_float((unsigned)q2), __uint_as_float((unsigned)q3));
-    return (unsigned)(q0 >> 32) == tag && (unsigned)(q1 >> 32) == tag && (unsigned)(q2 >> 32) == tag && (unsigned)(q3 >> 32) == tag;
-}
-
-// Waiting is a read of the inputs again until fetch4 says all are there,
-// a little apart, so that 30,000 threads re-reading do not crowd L2.
-struct Waiting { unsigned long long t0; int tries; };
-__device__ __forceinline__ void wait_more(Waiting& w) {
-    spin_pause();
-#ifndef GOVLLM_EMU
-    __nanosleep(100);
-#endif
-    if ((++w.tries & 255) == 0) {
-        unsigned long long t = now_ns();
-        if (w.t0 == 0) w.t0 = t;
-        else if (t - w.t0 > SPIN_NS) TRAP("decode_layers: a phase's input was never written");
-    }
-}
-
-// The norm weights (no phase writes them) are read first, in flight with x.
-__device__ void stage(const Phase& p, const Ptr& a, float* xs, float* red, unsigned epoch) {
+__device__ void stage(const Phase& p, const Ptr& a, float* xs, float* red, const Early& early) {
     int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
-    unsigned src_tag = tag_of(epoch, p.src_ph), z_tag = tag_of(epoch, p.z_ph);
+    float4* xs4 = (float4*)xs;
     if (p.stage == ST_GATED) { // each value head normalised over its dv, times silu(z): a warp a head
         int d4 = p.dv / 4;     // at most 64 (dv <= 256): two float4s a lane, GATED_H heads a warp in flight
-        float4 nw[2];
-#pragma unroll
-        for (int j = 0; j < 2; j++)
-            if (lane + 32 * j < d4) nw[j] = *(const float4*)(p.normw + 4 * (lane + 32 * j));
         for (int h0 = warp; h0 < p.hv; h0 += GATED_H * CW) {
             float4 v[GATED_H][2], zz[GATED_H][2];
-            for (Waiting wt = {0, 0};; wait_more(wt)) {
-                bool ok = true;
 #pragma unroll
-                for (int e = 0; e < GATED_H; e++) {
-                    int h = h0 + e * CW;
+            for (int e = 0; e < GATED_H; e++) {
+                int h = h0 + e * CW;
 #pragma unroll
-                    for (int j = 0; j < 2; j++) {
-                        int k = lane + 32 * j;
-                        if (h < p.hv && k < d4) {
-                            ok &= fetch4(a.src, a.tsrc, src_tag, (i64)h * p.dv + 4 * k, v[e][j]);
-                            ok &= fetch4(a.z, a.tz, z_tag, (i64)h * p.dv + 4 * k, zz[e][j]);
-                        }
+                for (int j = 0; j < 2; j++) {
+                    int k = lane + 32 * j;
+                    if (h < p.hv && k < d4) {
+                        v[e][j] = ld_cg4(a.src + (i64)h * p.dv + 4 * k);
+                        zz[e][j] = ld_cg4(a.z + (i64)h * p.dv + 4 * k);
                     }
                 }
-                if (ok) break;
             }
 #pragma unroll
             for (int e = 0; e < GATED_H; e++) {
@@ -462,12 +392,12 @@ __device__ void stage(const Phase& p, const Ptr& a, float* xs, float* red, unsig
                 for (int j = 0; j < 2; j++) {
                     int k = lane + 32 * j;
                     if (k < d4) {
-                        float4 w = nw[j], z = zz[e][j], x = v[e][j], o;
+                        float4 w = early.w[j], z = zz[e][j], x = v[e][j], o;
                         o.x = x.x * inv * w.x * (z.x * sigmoidf_(z.x));
                         o.y = x.y * inv * w.y * (z.y * sigmoidf_(z.y));
                         o.z = x.z * inv * w.z * (z.z * sigmoidf_(z.z));
                         o.w = x.w * inv * w.w * (z.w * sigmoidf_(z.w));
-                        put_x4(xs, h * d4 + k, o);
+                        xs4[xs_at(h * d4 + k, p.K)] = o;
                     }
                 }
             }
@@ -478,81 +408,53 @@ __device__ void stage(const Phase& p, const Ptr& a, float* xs, float* red, unsig
     float ss = 0.f;
     int K4 = p.K / 4;
     if (p.stage == ST_NORM && K4 <= STAGE_V * NT) { // x in registers, one pass: read, reduce, scale
-        float4 v[STAGE_V], nw[STAGE_V];
+        float4 v[STAGE_V];
 #pragma unroll
-        for (int j = 0; j < STAGE_V; j++)
-            if (j * NT + tid < K4) nw[j] = *(const float4*)(p.normw + 4 * (j * NT + tid));
-        for (Waiting wt = {0, 0};; wait_more(wt)) {
-            bool ok = true;
-#pragma unroll
-            for (int j = 0; j < STAGE_V; j++) {
-                int k = j * NT + tid;
-                if (k < K4) ok &= fetch4(a.src, a.tsrc, src_tag, 4 * k, v[j]);
+        for (int j = 0; j < STAGE_V; j++) {
+            int k = j * NT + tid;
+            if (k < K4) {
+                v[j] = ld_cg4(a.src + 4 * k);
+                ss += v[j].x * v[j].x + v[j].y * v[j].y + v[j].z * v[j].z + v[j].w * v[j].w;
             }
-            if (ok) break;
         }
-#pragma unroll
-        for (int j = 0; j < STAGE_V; j++)
-            if (j * NT + tid < K4) ss += v[j].x * v[j].x + v[j].y * v[j].y + v[j].z * v[j].z + v[j].w * v[j].w;
         float inv = inv_rms(ss, red, p.K, p.eps);
 #pragma unroll
         for (int j = 0; j < STAGE_V; j++) {
             int k = j * NT + tid;
             if (k < K4) {
-                float4 x = v[j], w = nw[j];
+                float4 x = v[j], w = early.w[j];
                 x.x *= inv * (1.f + w.x), x.y *= inv * (1.f + w.y), x.z *= inv * (1.f + w.z), x.w *= inv * (1.f + w.w);
-                put_x4(xs, k, x);
+                xs4[xs_at(k, p.K)] = x;
             }
         }
         consumers_sync();
         return;
     }
-    if (p.stage == ST_SIGMUL) { // the attention's output times sigmoid of its gate: from kernels before
-        for (int k0 = 0; k0 < K4; k0 += STAGE_V * NT) {
-            float4 v[STAGE_V], g[STAGE_V];
-#pragma unroll
-            for (int j = 0; j < STAGE_V; j++) {
-                int k = k0 + j * NT + tid;
-                if (k < K4) v[j] = ld_cg4(a.src + 4 * k), g[j] = ld_cg4(a.z + 4 * k);
-            }
-#pragma unroll
-            for (int j = 0; j < STAGE_V; j++) {
-                int k = k0 + j * NT + tid;
-                float4 x = v[j];
-                x.x *= sigmoidf_(g[j].x), x.y *= sigmoidf_(g[j].y), x.z *= sigmoidf_(g[j].z), x.w *= sigmoidf_(g[j].w);
-                if (k < K4) put_x4(xs, k, x);
-            }
-        }
-        consumers_sync();
-        return;
-    }
+    bool sig = p.stage == ST_SIGMUL; // the attention's output times sigmoid of its gate
     for (int k0 = 0; k0 < K4; k0 += STAGE_V * NT) {
-        float4 v[STAGE_V];
-        for (Waiting wt = {0, 0};; wait_more(wt)) {
-            bool ok = true;
+        float4 v[STAGE_V], g[STAGE_V];
 #pragma unroll
-            for (int j = 0; j < STAGE_V; j++) {
-                int k = k0 + j * NT + tid;
-                if (k < K4) ok &= fetch4(a.src, a.tsrc, src_tag, 4 * k, v[j]);
-            }
-            if (ok) break;
+        for (int j = 0; j < STAGE_V; j++) {
+            int k = k0 + j * NT + tid;
+            if (k < K4) v[j] = ld_cg4(a.src + 4 * k);
+            if (sig && k < K4) g[j] = ld_cg4(a.z + 4 * k);
         }
 #pragma unroll
         for (int j = 0; j < STAGE_V; j++) {
             int k = k0 + j * NT + tid;
             if (k >= K4) continue;
             float4 x = v[j];
-            if (p.stage == ST_NORM) ss += x.x * x.x + x.y * x.y + x.z * x.z + x.w * x.w;
-            else put_x4(xs, k, x);
+            if (sig) x.x *= sigmoidf_(g[j].x), x.y *= sigmoidf_(g[j].y), x.z *= sigmoidf_(g[j].z), x.w *= sigmoidf_(g[j].w);
+            xs4[xs_at(k, p.K)] = x;
+            ss += x.x * x.x + x.y * x.y + x.z * x.z + x.w * x.w;
         }
     }
-    if (p.stage == ST_NORM) { // x read again, scaled: the staged hi + lo cannot be scaled in place
+    if (p.stage == ST_NORM) {
         float inv = inv_rms(ss, red, p.K, p.eps);
         for (int k = tid; k < K4; k += NT) {
-            float4 x, w = *(const float4*)(p.normw + 4 * k);
-            for (Waiting wt = {0, 0}; !fetch4(a.src, a.tsrc, src_tag, 4 * k, x); wait_more(wt)) {} // there since the first pass
+            float4 x = xs4[xs_at(k, p.K)], w = *(const float4*)(p.normw + 4 * k);
             x.x *= inv * (1.f + w.x), x.y *= inv * (1.f + w.y), x.z *= inv * (1.f + w.z), x.w *= inv * (1.f + w.w);
-            put_x4(xs, k, x);
+            xs4[xs_at(k, p.K)] = x;
         }
     }
     consumers_sync();
@@ -580,9 +482,9 @@ __device__ __forceinline__ Pre pre_of(const Phase& p, const Ptr& a, int r) {
 }
 
 // finish writes row r's dot product v as the phase's epilogue says.
-__device__ __forceinline__ void finish(const Phase& p, const Ptr& a, unsigned tag, int r, float v, const Pre& q) {
+__device__ __forceinline__ void finish(const Phase& p, const Ptr& a, int r, float v, const Pre& q) {
     if (p.epi == EP_ADD) {
-        put_out(a, tag, r, q.old + v);
+        a.out[r] = q.old + v;
     } else if (p.epi == EP_CONV && r < p.C) { // the causal conv with SiLU of channel r; its state advances
         int K = p.Kc;
         float acc = 0.f;
@@ -593,124 +495,83 @@ __device__ __forceinline__ void finish(const Phase& p, const Ptr& a, unsigned ta
         for (int j = 0; j < 7; j++)
             if (j < K - 2) a.convst[(i64)j * p.C + r] = q.in[j + 1];
         if (K > 1) a.convst[(i64)(K - 2) * p.C + r] = v;
-        put_out(a, tag, r, acc * sigmoidf_(acc));
+        a.out[r] = acc * sigmoidf_(acc);
     } else {
-        put_out(a, tag, r, v);
+        a.out[r] = v;
     }
 }
 
-// A GEMV phase's block share in the ring: chunk c (one slot) holds rows(c)
-// weight rows (for EP_GLU its gate rows, then as many up rows), slot row i
-// of chunk c being the block's weight row j = c·sr + i (sr: rpc, 2·rpc for
-// EP_GLU). A row's 16-byte piece u sits at u ^ (j & 7), so that the eight
-// rows of an ldmatrix tile fall in eight different banks.
-__device__ __forceinline__ saddr ring_row(const unsigned char* slot0, i64 s, int slots, int slot_bytes, int sr, int K, int j) {
-    int c = j / sr;
-    return s_addr(slot0 + (i64)((s + c) % slots) * slot_bytes + (i64)(j - c * sr) * 2 * K);
+// dot_rows sets acc[q] to lane's share of row q's dot product with the
+// staged x (R rows of units 16-byte pieces in the slot), two pieces a row
+// at a time: every load of an iteration is issued before its products, no
+// branch between the rows. x is staged as xs_at lays it out.
+template <int R>
+__device__ __forceinline__ void dot_rows(const uint4* const* wr, const float4* xv, int units, int lane, float* acc) {
+    float a0[R], a1[R];
+#pragma unroll
+    for (int q = 0; q < R; q++) a0[q] = 0.f, a1[q] = 0.f;
+    int u = lane;
+    for (; u + 32 < units; u += 64) {
+        float4 x0 = xv[u], x1 = xv[units + u], y0 = xv[u + 32], y1 = xv[units + u + 32];
+        uint4 w0[R], w1[R];
+#pragma unroll
+        for (int q = 0; q < R; q++) w0[q] = wr[q][u], w1[q] = wr[q][u + 32];
+#pragma unroll
+        for (int q = 0; q < R; q++) a0[q] += dot8(w0[q], x0, x1), a1[q] += dot8(w1[q], y0, y1);
+    }
+    if (u < units) {
+        float4 x0 = xv[u], x1 = xv[units + u];
+#pragma unroll
+        for (int q = 0; q < R; q++) a0[q] += dot8(wr[q][u], x0, x1);
+    }
+#pragma unroll
+    for (int q = 0; q < R; q++) acc[q] = a0[q] + a1[q];
 }
 
-// tile_dot adds rows j0..j0+7's products with the staged x over the k-pairs
-// (32 values each) kp0..kp1 to acc: mma_bf16's C fragments, four of them
-// (a k-pair's two 16-value steps, for even and odd pairs apart, so that the
-// mmas of a chain are a quarter of the steps). Lane 4g's columns 0 and 1
-// are then row j0 + g's products with hi and lo. Rows from jv on repeat j0.
-__device__ __forceinline__ void tile_dot(float* acc, const unsigned char* slot0, i64 s, int slots, int slot_bytes, int sr, int K,
-                                         int j0, int jv, const uint4* xb, int kp0, int kp1, int lane) {
-#ifndef GOVLLM_EMU
-    int j = j0 + (lane & 7), m = lane >> 3; // the row this lane gives ldmatrix, of its tile m (8 values from 8m)
-    if (j >= jv) j = j0;
-    saddr row = ring_row(slot0, s, slots, slot_bytes, sr, K, j);
-    int key = j & 7, kp = kp0;
-    uint4 zero = make_uint4(0u, 0u, 0u, 0u);
-    for (; kp + 1 < kp1; kp += 2) {
-        uint4 w0 = ldsm_x4(row + 16 * ((4 * kp + m) ^ key)), w1 = ldsm_x4(row + 16 * ((4 * kp + 4 + m) ^ key));
-        uint4 x0 = lane < 8 ? xb[8 * kp + lane] : zero, x1 = lane < 8 ? xb[8 * kp + 8 + lane] : zero;
-        mma_bf16(acc, w0.x, w0.y, x0.x, x0.y);
-        mma_bf16(acc + 4, w0.z, w0.w, x0.z, x0.w);
-        mma_bf16(acc + 8, w1.x, w1.y, x1.x, x1.y);
-        mma_bf16(acc + 12, w1.z, w1.w, x1.z, x1.w);
-    }
-    if (kp < kp1) {
-        uint4 w0 = ldsm_x4(row + 16 * ((4 * kp + m) ^ key));
-        uint4 x0 = lane < 8 ? xb[8 * kp + lane] : zero;
-        mma_bf16(acc, w0.x, w0.y, x0.x, x0.y);
-        mma_bf16(acc + 4, w0.z, w0.w, x0.z, x0.w);
-    }
-#else
-    // What the fragments hold, element by element: lane 4g + t's C is
-    // D[g][2t], D[g][2t+1] (rows 8-15 of A are zero); B's column n < 2 is
-    // lane 4n + t''s uint4 in xb, its columns from 2 on zero.
-    int g = lane >> 2, t = lane & 3;
-    if (t != 0) return;
-    int j = j0 + g;
-    if (j >= jv) j = j0;
-    saddr row = ring_row(slot0, s, slots, slot_bytes, sr, K, j);
-    const unsigned* x32 = (const unsigned*)xb;
-    for (int kp = kp0; kp < kp1; kp++)
-        for (int st = 0; st < 2; st++) {
-            float* c = acc + 8 * ((kp - kp0) & 1) + 4 * st;
-            for (int kk = 0; kk < 16; kk++) {
-                int unit = 4 * kp + 2 * st + kk / 8;
-                u16 wb = *(const u16*)(row + 16 * (unit ^ (j & 7)) + 2 * (kk % 8));
-                float w = __uint_as_float((unsigned)wb << 16);
-                int q = 2 * st + kk / 8, tt = (kk % 8) / 2, half = kk & 1;
-                for (int n = 0; n < 2; n++) {
-                    unsigned pair = x32[32 * kp + 4 * (4 * n + tt) + q];
-                    c[n] += w * __uint_as_float(((pair >> (16 * half)) & 0xffffu) << 16);
-                }
-            }
-        }
-#endif
-}
-
-// gemv computes the block's rows of a GEMV phase from the ring on the
-// tensor cores: K is split over the warps, each taking its k-pairs of
-// every 8-row tile; the warps' sums meet in part (part_rows a warp), and
-// thread o finishes the block's row o.
-__device__ void gemv(const Phase& p, const Ptr& a, unsigned tag, const float* xs, float* part, int part_rows, const unsigned char* slot0,
-                     unsigned long long* full, unsigned long long* empty, i64 s, int slot_bytes, int slots, unsigned long long* t_full) {
-    int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
+// gemv computes the block's rows of a GEMV phase from the ring.
+__device__ void gemv(const Phase& p, const Ptr& a, const float* xs, const unsigned char* slot0, unsigned long long* full,
+                     unsigned long long* empty, i64 s, int slot_bytes, int slots, unsigned long long* t_full) {
+    int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, units = p.K / 8;
     unsigned long long mine = 0, *waited = t_full ? &mine : nullptr;
     Rows r = rows_of(p, slot_bytes);
+    const float4* xv = (const float4*)xs;
     bool glu = p.epi == EP_GLU;
-    int f = glu ? 2 : 1, sr = f * r.rpc;
-    int jv = r.chunks ? (r.chunks - 1) * sr + f * (r.n - (r.chunks - 1) * r.rpc) : 0; // the block's weight rows
-    int tiles = (jv + 7) / 8, kps = p.K / 32, kp0 = kps * warp / CW, kp1 = kps * (warp + 1) / CW;
-    Pre pre;
-    if (!glu && tid < r.n) pre = pre_of(p, a, r.r0 + tid); // in flight with the products
-    const uint4* xb = (const uint4*)xs;
-    int ready = 0, freed = 0; // chunks waited for, and released
-    for (int t = 0; t < tiles; t++) {
-        int j0 = 8 * t, need = min(r.chunks - 1, (j0 + 7) / sr);
-        for (; ready <= need; ready++) {
-            i64 sc = s + ready;
-            full_wait(s_addr(full + (int)(sc % slots)), (unsigned)(sc / slots) & 1u, waited);
-        }
-        float acc[16];
+    for (int c = warp; c < r.chunks; c += CW) {
+        i64 sc = s + c;
+        int slot = (int)(sc % slots);
+        full_wait(s_addr(full + slot), (unsigned)(sc / slots) & 1u, waited);
+        const uint4* wq = (const uint4*)(slot0 + (i64)slot * slot_bytes);
+        int row = r.r0 + c * r.rpc, rows = min(r.rpc, r.n - c * r.rpc), step = glu ? 2 : 4;
+        for (int g = 0; g < rows; g += step) {
+            // The group's live rows: GLU's gate rows g.. then their up rows.
+            int live = min(step, rows - g), nr = glu ? 2 * live : live;
+            const uint4* wr[4];
 #pragma unroll
-        for (int q = 0; q < 16; q++) acc[q] = 0.f;
-        tile_dot(acc, slot0, s, slots, slot_bytes, sr, p.K, j0, jv, xb, kp0, kp1, lane);
-        int j = j0 + (lane >> 2);
-        if ((lane & 3) == 0 && j < jv) part[warp * part_rows + j] = ((acc[0] + acc[1]) + (acc[4] + acc[5])) + ((acc[8] + acc[9]) + (acc[12] + acc[13]));
+            for (int q = 0; q < 4; q++) wr[q] = wq + (i64)(g + (glu && q >= live ? rows + q - live : q)) * units;
+            float acc[4] = {0.f, 0.f, 0.f, 0.f};
+            Pre pre;
+            if (!glu && lane < live) pre = pre_of(p, a, row + g + lane); // in flight with the dot products
+            switch (nr) {
+            case 1: dot_rows<1>(wr, xv, units, lane, acc); break;
+            case 2: dot_rows<2>(wr, xv, units, lane, acc); break;
+            case 3: dot_rows<3>(wr, xv, units, lane, acc); break;
+            default: dot_rows<4>(wr, xv, units, lane, acc); break;
+            }
+#pragma unroll
+            for (int q = 0; q < 4; q++)
+                if (q < nr) acc[q] = warp_sum(acc[q]);
+            if (glu) {
+                if (lane < live) {
+                    float gt = lane == 0 ? acc[0] : acc[1], up = lane == 0 ? acc[live] : acc[live + 1];
+                    a.out[row + g + lane] = gt * sigmoidf_(gt) * up;
+                }
+            } else if (lane < live) {
+                float v = lane == 0 ? acc[0] : lane == 1 ? acc[1] : lane == 2 ? acc[2] : acc[3];
+                finish(p, a, row + g + lane, v, pre);
+            }
+        }
         __syncwarp();
-        // A chunk is free once the tile with its last row is done.
-        for (; freed < r.chunks && (t == tiles - 1 || (freed + 1) * sr <= j0 + 8); freed++)
-            if (lane == 0) mbar_arrive(s_addr(empty + (int)((s + freed) % slots)));
-    }
-    consumers_sync();
-    for (int o = tid; o < r.n; o += NT) {
-        int j = o, ju = 0;
-        if (glu) {
-            int c = o / r.rpc, i = o - c * r.rpc;
-            j = c * sr + i, ju = j + min(r.rpc, r.n - c * r.rpc);
-        }
-        float v = 0.f, u = 0.f;
-        for (int w = 0; w < CW; w++) {
-            v += part[w * part_rows + j];
-            if (glu) u += part[w * part_rows + ju];
-        }
-        if (glu) put_out(a, tag, r.r0 + o, v * sigmoidf_(v) * u);
-        else finish(p, a, tag, r.r0 + o, v, o == tid ? pre : pre_of(p, a, r.r0 + o));
+        if (lane == 0) mbar_arrive(s_addr(empty + slot));
     }
     if (t_full && lane == 0) block_max(t_full, mine);
 }
@@ -719,7 +580,7 @@ __device__ void gemv(const Phase& p, const Ptr& a, unsigned tag, const float* xs
 // columns of a value head's state, which the producer put in a slot; it
 // writes the head's raw output (the next phase normalises it). Thread t
 // takes column t % 16 and rows t / 16 + RULE_R·m.
-__device__ void rule(const Phase& p, const Ptr& a, unsigned tag, const unsigned char* slot0, unsigned long long* full,
+__device__ void rule(const Phase& p, const Ptr& a, const unsigned char* slot0, unsigned long long* full,
                      unsigned long long* empty, i64 s, int slot_bytes, int slots, float* red, unsigned long long* t_full) {
     int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, c = tid & 15, rp = tid >> 4;
     unsigned long long mine = 0, *waited = t_full ? &mine : nullptr;
@@ -771,7 +632,7 @@ __device__ void rule(const Phase& p, const Ptr& a, unsigned tag, const unsigned 
         sq += __shfl_xor_sync(0xffffffffu, sq, 16);
         if (lane < 16) red[warp * 32 + c] = sk, red[warp * 32 + 16 + c] = sq;
         consumers_sync();
-        if (lane == 0) mbar_arrive(s_addr(empty + slot)); // S is in registers now (a warp each)
+        if (tid == 0) mbar_arrive(s_addr(empty + slot)); // S is in registers now
         sk = 0.f, sq = 0.f;
         for (int w = 0; w < CW; w++) sk += red[w * 32 + c], sq += red[w * 32 + 16 + c];
         float delta = beta * (v - e * sk);
@@ -779,7 +640,7 @@ __device__ void rule(const Phase& p, const Ptr& a, unsigned tag, const unsigned 
 #pragma unroll
         for (int m = 0; m < RULE_M; m++)
             if (rp + RULE_R * m < p.dk) Sg[(i64)(rp + RULE_R * m) * p.dv] = e * Sr[m] + kr[m] * delta;
-        if (rp == 0) put_out(a, tag, (i64)h * p.dv + j0 + c, e * sq + kq * delta);
+        if (rp == 0) a.out[(i64)h * p.dv + j0 + c] = e * sq + kq * delta;
         consumers_sync(); // red is written again by the next item
     }
     if (t_full && lane == 0) block_max(t_full, mine);
@@ -803,7 +664,7 @@ __device__ void prefetch_small(const Phase& p, const Ptr& a, int slot_bytes) {
         prefetch_range(p.dtb, p.hv);
         return;
     }
-    if (p.stage == ST_NORM && p.K > 4 * STAGE_V * NT) prefetch_range(p.normw, p.K); // beyond what the staging reads with x
+    if (p.stage == ST_NORM && p.K > 4 * STAGE_V * NT) prefetch_range(p.normw, p.K); // beyond what early_of reads
     if (p.epi == EP_CONV) {
         Rows r = rows_of(p, slot_bytes);
         int n = min(r.n, p.C - r.r0);
@@ -815,21 +676,19 @@ __device__ void prefetch_small(const Phase& p, const Ptr& a, int slot_bytes) {
 
 // decode_layers runs prog (n phases); bar is a barrier count that only
 // launches of n phases on this grid share. Dynamic shared memory: x staged
-// (4·max_k bytes), the warps' partial sums (4·CW·part_rows), then the ring
-// (slots × slot_bytes), then an mbarrier a
+// (4·max_k bytes), then the ring (slots × slot_bytes), then an mbarrier a
 // slot for full and one for empty.
 extern "C" __global__ void __launch_bounds__(NT + 32, 1) decode_layers(const Phase* prog, int n, unsigned* bar, int slot_bytes, int slots,
-                                                                       int max_k, int part_rows, int slot, float* x, float* proj, float* core, float* hidden,
-                                                                       float* ao, float* ag, float* aqkv, u64* tg, unsigned long long* times) {
+                                                                       int max_k, int slot, float* x, float* proj, float* core, float* hidden,
+                                                                       float* ao, float* ag, float* aqkv, unsigned long long* times) {
     DYN_SHARED(sm);
     __shared__ float red[2 * 32 * CW];
     __shared__ unsigned base;
     float* xs = (float*)sm;
-    float* part = xs + max_k;
-    unsigned char* slot0 = (unsigned char*)(part + CW * part_rows);
+    unsigned char* slot0 = sm + 4 * (i64)max_k;
     unsigned long long* full = (unsigned long long*)(slot0 + (i64)slots * slot_bytes);
     unsigned long long* empty = full + slots;
-    Bufs bufs = {x, proj, core, hidden, ao, ag, aqkv, tg, slot};
+    Bufs bufs = {x, proj, core, hidden, ao, ag, aqkv, slot};
     int warp = threadIdx.x >> 5;
     if (times && threadIdx.x == 0) {
         unsigned long long* t = times_at(times, n);
@@ -839,12 +698,11 @@ extern "C" __global__ void __launch_bounds__(NT + 32, 1) decode_layers(const Pha
     if (threadIdx.x == 0) {
         for (int s = 0; s < slots; s++) {
             mbar_init(s_addr(full + s), 32);
-            mbar_init(s_addr(empty + s), CW); // every consumer warp reads every slot
+            mbar_init(s_addr(empty + s), 1);
         }
         // Every launch of n phases adds grid × n, so this one starts at the
-        // multiple of that at or below the count: no block can have passed
-        // its last phase before every block has begun (each phase after the
-        // first waits for all blocks' outputs of the one before).
+        // multiple of that at or below the count: no block has arrived at
+        // its last barrier yet.
         unsigned v = *(volatile unsigned*)bar;
         base = v - v % (gridDim.x * (unsigned)n);
     }
@@ -855,8 +713,6 @@ extern "C" __global__ void __launch_bounds__(NT + 32, 1) decode_layers(const Pha
     }
     i64 s = 0;
     unsigned long long* t = nullptr;
-    // The launch's tags: its count among launches of n phases, and n.
-    unsigned epoch = (base / (gridDim.x * (unsigned)n)) << 16 | (unsigned)n;
     for (int i = 0; i < n; i++) {
         const Phase& p = prog[i];
         if (times && threadIdx.x == 0) {
@@ -865,8 +721,9 @@ extern "C" __global__ void __launch_bounds__(NT + 32, 1) decode_layers(const Pha
         }
         Ptr a = resolve(p, bufs);
         prefetch_small(p, a, slot_bytes);
+        Early early = early_of(p);
         if (i == 0) depend_wait(); // x, the projections and the states come from kernels before
-        if (i > 0 && !a.tsrc) { // no tagged input to wait on
+        if (i > 0) {
             if (threadIdx.x == 0) await_count(bar, base + gridDim.x * (unsigned)i);
             consumers_sync();
         }
@@ -876,13 +733,13 @@ extern "C" __global__ void __launch_bounds__(NT + 32, 1) decode_layers(const Pha
         if (i == n - 1) launch_dependents();
         unsigned long long* t_full = times ? times_at(times, i) + T_FULL : nullptr; // every warp's
         if (p.kind == PH_GEMV) {
-            stage(p, a, xs, red, epoch);
+            stage(p, a, xs, red, early);
             if (t) t[T_STAGED] = clk();
-            gemv(p, a, tag_of(epoch, i), xs, part, part_rows, slot0, full, empty, s, slot_bytes, slots, t_full);
+            gemv(p, a, xs, slot0, full, empty, s, slot_bytes, slots, t_full);
             s += rows_of(p, slot_bytes).chunks;
         } else {
             if (t) t[T_STAGED] = t[T_PASSED];
-            rule(p, a, tag_of(epoch, i), slot0, full, empty, s, slot_bytes, slots, red, t_full);
+            rule(p, a, slot0, full, empty, s, slot_bytes, slots, red, t_full);
             s += rule_chunks(p);
         }
         consumers_sync();

@@ -39,7 +39,7 @@ func sourceDefine(src, name string) int {
 
 // The layout persistent.cu's Phase and decode_layers share.
 const (
-	phaseWords     = 44 // int32s of a Phase
+	phaseWords     = 38 // int32s of a Phase
 	ruleCols       = 16 // RULE_COLS
 	maxPhases      = 255
 	attrMaxSharedO = 97 // CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN
@@ -63,8 +63,6 @@ type persistent struct {
 	bars      uintptr // a barrier count per program length
 	progs     map[string]*program
 	buf       []int32 // the program being built
-	tags      uintptr // the phases' tagged outputs (persistent.cu's TAGS): 8 bytes a value
-	tagCap    int     // values
 }
 
 // PersistentDecode reports whether decode_layers runs on this GPU (nil) or
@@ -138,100 +136,23 @@ func decodeLayers(d *rt.DecodeLayersArgs) {
 		if n > maxPhases {
 			return fmt.Errorf("%d phases, over %d", n, maxPhases)
 		}
-		slotBytes := (max(8<<10, shape.rowBytes) + 127) &^ 127
-		partRows := tileRows(prog, slotBytes, ps.grid)
-		fixed := 4*shape.maxK + 4*decodeWarps*partRows
-		slots := min(32, (ps.maxShared-fixed)/(slotBytes+16))
-		if slots < minSlots {
-			return fmt.Errorf("rows of %d bytes, inputs of %d values and %d rows a block leave %d ring slots in %d KiB of shared memory; the kernel needs %d",
-				shape.rowBytes, shape.maxK, partRows, slots, ps.maxShared>>10, minSlots)
+		slotBytes := (max(8<<10, shape.rowBytes) + 15) &^ 15
+		slots := min(32, (ps.maxShared-4*shape.maxK)/(slotBytes+16))
+		if slots <= decodeWarps {
+			return fmt.Errorf("rows of %d bytes and inputs of %d values leave %d ring slots in %d KiB of shared memory; the kernel needs %d",
+				shape.rowBytes, shape.maxK, slots, ps.maxShared>>10, decodeWarps+1)
 		}
-		shared := fixed + slots*(slotBytes+16)
+		shared := 4*shape.maxK + slots*(slotBytes+16)
 		pr, err := c.program(prog)
-		if err != nil {
-			return err
-		}
-		tg, err := c.tagged(d)
 		if err != nil {
 			return err
 		}
 		bar := ps.bars + uintptr(4*n)
 		return c.launchFn(ps.fn, "decode_layers", ps.grid, 1, 32*(decodeWarps+1), shared,
-			p(pr.dev), p(int32(n)), p(bar), p(int32(slotBytes)), p(int32(slots)), p(int32(shape.maxK)), p(int32(partRows)), p(d.Slot),
+			p(pr.dev), p(int32(n)), p(bar), p(int32(slotBytes)), p(int32(slots)), p(int32(shape.maxK)), p(d.Slot),
 			p(d.X.DevicePtr()), p(d.Proj.DevicePtr()), p(d.Core.DevicePtr()), p(d.Hidden.DevicePtr()),
-			p(ptrOf(d.AttnO)), p(ptrOf(d.AttnGate)), p(ptrOf(d.AttnQKV)), p(tg), p(pr.times))
+			p(ptrOf(d.AttnO)), p(ptrOf(d.AttnGate)), p(ptrOf(d.AttnQKV)), p(pr.times))
 	})
-}
-
-// tagged returns the tagged copies of d's x, projections, core and MLP
-// hidden (tagLayout), grown (outside any recording, the GPU idle) where d
-// needs more. Zeroed: no launch's tag is 0.
-func (c *Context) tagged(d *rt.DecodeLayersArgs) (uintptr, error) {
-	ps := &c.persist
-	if need := tagLayout(d)[8]; need > ps.tagCap {
-		if err := c.flush(); err != nil {
-			return 0, err
-		}
-		if ps.tags != 0 {
-			if err := check("cuCtxSynchronize", cuCtxSynchronize()); err != nil {
-				return 0, err
-			}
-			cuMemFree(ps.tags)
-			ps.tags, ps.tagCap = 0, 0
-		}
-		if err := check("cuMemAlloc", cuMemAlloc(&ps.tags, uintptr(8*need))); err != nil {
-			return 0, err
-		}
-		if err := check("cuMemsetD8", cuMemsetD8(ps.tags, 0, uintptr(8*need))); err != nil {
-			return 0, err
-		}
-		ps.tagCap = need
-	}
-	return ps.tags, nil
-}
-
-// tagLayout is where each BUF_* with a tagged copy starts in tg (values;
-// -1: none), and at 8 the values in all.
-func tagLayout(d *rt.DecodeLayersArgs) [9]int {
-	var at [9]int
-	for i := range at {
-		at[i] = -1
-	}
-	n := 0
-	for _, b := range []struct {
-		id int
-		t  *rt.Tensor
-	}{{bufX, d.X}, {bufProj, d.Proj}, {bufCore, d.Core}, {bufHid, d.Hidden}} {
-		at[b.id] = n
-		n += (b.t.Len() + 3) &^ 3
-	}
-	at[8] = n
-	return at
-}
-
-// minSlots is the ring a launch needs: an 8-row tile of one-row chunks
-// spans 8 slots, and the producer one more.
-const minSlots = 9
-
-// tileRows is the most weight rows (in whole 8-row tiles) a block of grid
-// takes in a GEMV phase of prog: the rows of its warps' partial sums.
-func tileRows(prog []int32, slotBytes, grid int) int {
-	most := 0
-	for i := 0; i+phaseWords <= len(prog); i += phaseWords {
-		w := prog[i : i+phaseWords]
-		if w[18] != phGEMV {
-			continue
-		}
-		f := 1
-		if w[22] == epGLU {
-			f = 2
-		}
-		rows := (int(w[19]) + grid - 1) / grid
-		rpc := max(1, slotBytes/(2*int(w[20])*f))
-		chunks := (rows + rpc - 1) / rpc
-		most = max(most, (chunks*rpc*f+7)&^7)
-	}
-	return most
 }
 
 // program is a program's device copy, and under GOVLLM_CUDA_PROFILE=phases
@@ -296,8 +217,6 @@ type phase struct {
 	eps, qkeps                              float32
 	src, z, out                             int32
 	srcOff, zOff, outOff                    int32
-	srcPh, zPh                              int32 // the phases that wrote src and z; -1: a kernel before
-	tsrcOff, tzOff, toutOff                 int32 // their tagged copies in the launch's tg; -1: none
 }
 
 func (f *phase) append(prog []int32) []int32 {
@@ -310,7 +229,7 @@ func (f *phase) append(prog []int32) []int32 {
 	put(16, uint64(f.recStride))
 	copy(w[18:], []int32{f.kind, f.n, f.k, f.stage, f.epi, f.c, f.kc, f.hk, f.hv, f.dk, f.dv, f.tiled})
 	w[30], w[31] = int32(*(*uint32)(unsafe.Pointer(&f.eps))), int32(*(*uint32)(unsafe.Pointer(&f.qkeps)))
-	copy(w[32:], []int32{f.src, f.z, f.out, f.srcOff, f.zOff, f.outOff, f.srcPh, f.zPh, f.tsrcOff, f.tzOff, f.toutOff})
+	copy(w[32:], []int32{f.src, f.z, f.out, f.srcOff, f.zOff, f.outOff})
 	return append(prog, w[:]...)
 }
 
@@ -327,32 +246,14 @@ func ptrOf(t *rt.Tensor) uintptr {
 func buildProgram(prog []int32, d *rt.DecodeLayersArgs) ([]int32, progShape, error) {
 	var sh progShape
 	h := d.X.Dim(1)
-	first := len(prog) / phaseWords
-	var wrote [8]int32 // the phase that last wrote each BUF_*, -1 none yet
-	for i := range wrote {
-		wrote[i] = -1
-	}
-	at := tagLayout(d)
-	tagged := func(buf, off int32, written bool) int32 {
-		if at[buf] < 0 || !written {
-			return -1
-		}
-		return int32(at[buf]) + off
-	}
-	add := func(f phase) {
-		f.srcPh, f.zPh = wrote[f.src], wrote[f.z]
-		f.tsrcOff, f.tzOff, f.toutOff = tagged(f.src, f.srcOff, f.srcPh >= 0), tagged(f.z, f.zOff, f.zPh >= 0), tagged(f.out, f.outOff, true)
-		wrote[f.out] = int32(len(prog)/phaseWords - first)
-		prog = f.append(prog)
-	}
 	for _, t := range []*rt.Tensor{d.X, d.Proj, d.Core, d.Hidden, d.AttnO, d.AttnGate, d.AttnQKV} {
 		if t != nil && t.DevicePtr()%16 != 0 {
 			return prog, sh, fmt.Errorf("x or scratch at %#x: the kernel reads them in 16-byte pieces", t.DevicePtr())
 		}
 	}
 	gemv := func(f phase, glu bool) (phase, error) {
-		if f.k%64 != 0 {
-			return f, fmt.Errorf("a matrix of %d columns: the kernel's tensor-core tiles take rows in multiples of 64", f.k)
+		if f.k%8 != 0 {
+			return f, fmt.Errorf("a matrix of %d columns: the kernel reads rows in 16-byte pieces", f.k)
 		}
 		if f.normw%16 != 0 || f.srcOff%4 != 0 || f.zOff%4 != 0 {
 			return f, fmt.Errorf("a norm weight at %#x, inputs at offsets %d and %d: the kernel stages inputs in 16-byte pieces", f.normw, f.srcOff, f.zOff)
@@ -370,7 +271,7 @@ func buildProgram(prog []int32, d *rt.DecodeLayersArgs) ([]int32, progShape, err
 		if err != nil {
 			return prog, sh, fmt.Errorf("attention's o_proj: %w", err)
 		}
-		add(f)
+		prog = f.append(prog)
 	}
 	for i, bl := range d.Blocks {
 		var fs [3]phase // no allocation a step
@@ -421,7 +322,7 @@ func buildProgram(prog []int32, d *rt.DecodeLayersArgs) ([]int32, progShape, err
 			fs[0], fs[1], fs[2], nf = in, rule, out, 3
 		}
 		for j := range nf {
-			add(fs[j])
+			prog = fs[j].append(prog)
 		}
 	}
 	if d.AttnIn != nil {
@@ -430,7 +331,7 @@ func buildProgram(prog []int32, d *rt.DecodeLayersArgs) ([]int32, progShape, err
 		if err != nil {
 			return prog, sh, fmt.Errorf("attention's qkv: %w", err)
 		}
-		add(f)
+		prog = f.append(prog)
 	}
 	return prog, sh, nil
 }
