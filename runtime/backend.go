@@ -3,6 +3,7 @@ package runtime
 import (
 	"fmt"
 	"runtime/debug"
+	"slices"
 )
 
 // Backend runs ops on one device through a registry. Each method validates
@@ -915,8 +916,8 @@ func checkRowIndex(c *check, rows []int32, n int) {
 }
 
 // maxDecodeOperands bounds DecodeLayers' operand list, which lives on the
-// stack (a decode step allocates nothing).
-const maxDecodeOperands = 128
+// stack (a decode step allocates nothing): 12 a layer of 80.
+const maxDecodeOperands = 1024
 
 // DecodeLayers runs a batch-1 decode step through a run of dense blocks as
 // one op (see DecodeLayersArgs); it is chosen by the weights' dtype, one for
@@ -925,20 +926,21 @@ func (b *Backend) DecodeLayers(d *DecodeLayersArgs) error {
 	c := &check{}
 	var room [maxDecodeOperands]*Tensor
 	ts := append(room[:0], d.X, d.Proj, d.Core, d.Hidden)
-	if d.AttnOut != nil {
-		ts = append(ts, d.AttnOut, d.AttnO, d.AttnGate)
-	}
-	if d.AttnIn != nil {
-		ts = append(ts, d.AttnIn, d.AttnNorm, d.AttnQKV)
+	attn := slices.ContainsFunc(d.Blocks, func(bl DecodeBlock) bool { return bl.QKV != nil })
+	if attn {
+		ts = append(ts, d.QKV, d.AttnPart)
 	}
 	for _, bl := range d.Blocks {
 		if len(ts)+9 > maxDecodeOperands {
 			c.failf(ErrShape, "%d blocks in one run, over the %d operands an op takes", len(d.Blocks), maxDecodeOperands)
 			break
 		}
-		if bl.InProj != nil {
+		switch {
+		case bl.InProj != nil:
 			ts = append(ts, bl.Norm, bl.InProj, bl.ConvW, bl.ConvStates, bl.RecStates, bl.ALog, bl.DtBias, bl.GateNorm, bl.OutProj)
-		} else {
+		case bl.QKV != nil:
+			ts = append(ts, bl.Norm, bl.QKV, bl.QNorm, bl.KNorm, bl.KCache, bl.VCache, bl.OutProj)
+		default:
 			ts = append(ts, bl.Norm, bl.GateUp, bl.Down)
 		}
 	}
@@ -947,6 +949,48 @@ func (b *Backend) DecodeLayers(d *DecodeLayersArgs) error {
 		dt = checkDecodeLayers(c, d)
 	}
 	return run(b, DecodeLayers, dt, c, ts, func(k DecodeLayersKernel) { k(d) })
+}
+
+// checkDecodeAttention checks an attention block of d.
+func checkDecodeAttention(c *check, d *DecodeLayersArgs, bl *DecodeBlock, matrix func(string, *Tensor, int, int), scratch func(string, *Tensor, int)) {
+	h, hq, hkv, dim := d.X.shape[1], bl.Heads, bl.KVHeads, bl.HeadDim
+	c.f32("attention's norms and caches", bl.QNorm, bl.KNorm, bl.KCache, bl.VCache, d.QKV, d.AttnPart)
+	for _, t := range []*Tensor{bl.QNorm, bl.KNorm, bl.KCache, bl.VCache, d.QKV, d.AttnPart} {
+		c.contiguous("attention's norms, caches and scratch", t)
+	}
+	if c.err != nil {
+		return
+	}
+	rows := 0
+	if bl.KCache.Rank() == 3 {
+		rows = bl.KCache.shape[0]
+	}
+	switch {
+	case !(hkv > 0 && hq%hkv == 0 && dim > 0):
+		c.failf(ErrShape, "%d query heads over %d key heads of %d", hq, hkv, dim)
+	case bl.RotaryDim < 0 || bl.RotaryDim > dim || bl.RotaryDim%2 != 0:
+		c.failf(ErrShape, "rotary dims %d for head dim %d", bl.RotaryDim, dim)
+	case bl.QNorm.Len() != dim || bl.KNorm.Len() != dim:
+		c.failf(ErrShape, "q_norm %v and k_norm %v for head dim %d", bl.QNorm.shape, bl.KNorm.shape, dim)
+	case !sameInts(bl.KCache.shape, []int{rows, hkv, dim}) || !sameInts(bl.VCache.shape, bl.KCache.shape):
+		c.failf(ErrShape, "caches %v and %v for %d key heads of %d", bl.KCache.shape, bl.VCache.shape, hkv, dim)
+	case d.BlockSize <= 0 || int(d.Pos) < 0 || len(d.Table) < (int(d.Pos)+d.BlockSize)/d.BlockSize:
+		c.failf(ErrShape, "position %d with %d blocks of %d", d.Pos, len(d.Table), d.BlockSize)
+	case d.KVRow < 0 || int(d.KVRow) >= rows:
+		c.failf(ErrShape, "cache row %d outside the %d rows", d.KVRow, rows)
+	}
+	if c.err == nil {
+		for _, b := range d.Table[:(int(d.Pos)+d.BlockSize)/d.BlockSize] {
+			if b < 0 || (int(b)+1)*d.BlockSize > rows {
+				c.failf(ErrShape, "block %d of the table outside the cache's %d rows", b, rows)
+				break
+			}
+		}
+	}
+	matrix("attention's qkv", bl.QKV, hq*2*dim+2*hkv*dim, h)
+	matrix("o_proj", bl.OutProj, h, hq*dim)
+	scratch("qkv", d.QKV, hq*2*dim+2*hkv*dim)
+	scratch("attention's partial results", d.AttnPart, hq*DecodeAttnSplit*(dim+4))
 }
 
 // checkDecodeLayers checks d's shapes and returns its matrices' dtype.
@@ -989,6 +1033,10 @@ func checkDecodeLayers(c *check, d *DecodeLayersArgs) DType {
 		if c.err == nil && bl.Norm.Len() != h {
 			c.failf(ErrShape, "norm %v for hidden size %d", bl.Norm.shape, h)
 		}
+		if bl.QKV != nil {
+			checkDecodeAttention(c, d, &bl, matrix, scratch)
+			continue
+		}
 		if bl.InProj == nil {
 			inter := bl.Down.Dim(bl.Down.Rank() - 1)
 			matrix("gate_up", bl.GateUp, 2*inter, h)
@@ -1030,29 +1078,7 @@ func checkDecodeLayers(c *check, d *DecodeLayersArgs) DType {
 		c.err = fmt.Errorf("block %d: %w", len(d.Blocks)-1, c.err)
 		return dt
 	}
-	if d.AttnOut != nil {
-		v := d.AttnOut.Dim(d.AttnOut.Rank() - 1)
-		matrix("attention's o_proj", d.AttnOut, h, v)
-		c.f32("attention's output and gate", d.AttnO, d.AttnGate)
-		for _, t := range []*Tensor{d.AttnO, d.AttnGate} {
-			c.contiguous("attention's output and gate", t)
-			if c.err == nil && t.Len() != v {
-				c.failf(ErrShape, "attention's output or gate %v for o_proj %v", t.shape, d.AttnOut.shape)
-			}
-		}
-	}
-	if d.AttnIn != nil {
-		r := d.AttnIn.Dim(0)
-		matrix("attention's qkv", d.AttnIn, r, h)
-		c.f32("attention's norm and qkv", d.AttnNorm, d.AttnQKV)
-		c.contiguous("attention's qkv output", d.AttnQKV)
-		if c.err == nil && (d.AttnNorm.Len() != h || d.AttnQKV.Len() != r) {
-			c.failf(ErrShape, "attention's norm %v and qkv %v for qkv weight %v", d.AttnNorm.shape, d.AttnQKV.shape, d.AttnIn.shape)
-		}
-	}
-	if c.err != nil {
-		c.err = fmt.Errorf("attention's ends: %w", c.err)
-	} else if len(d.Blocks) == 0 && d.AttnOut == nil && d.AttnIn == nil {
+	if c.err == nil && len(d.Blocks) == 0 {
 		c.failf(ErrShape, "no blocks")
 	}
 	return dt

@@ -100,29 +100,37 @@ type (
 // of a dense Qwen3.5's blocks, in order, on X [1, H], the residual stream,
 // updated in place: each block adds its output to X. Its result is that of
 // the ops it replaces (rms_norm_offset, matmul, deltanet_step,
-// matmul_swiglu, add); a device runs it as one persistent kernel, so the
-// weights stream without a break at each op (DESIGN: docs/cuda.md). The
-// states of a DeltaNet block are row Slot of its ConvStates and RecStates.
-// Proj, Core and Hidden are scratch of at least C + Vd + 2·Hv, Hv·Dv and I
-// elements (f32).
+// attn_preamble, attention, sigmoid_mul, matmul_swiglu, add); a device runs
+// it as one persistent kernel, so the weights stream without a break at
+// each op (DESIGN: docs/cuda.md). The states of a DeltaNet block are row
+// Slot of its ConvStates and RecStates. Proj, Core and Hidden are scratch
+// of at least C + Vd + 2·Hv, Hv·Dv and I elements (f32).
+//
+// An attention block reads the token's position Pos and writes its key and
+// value to cache row KVRow; position p < Pos is cache row
+// Table[p/BlockSize]·BlockSize + p%BlockSize. QKV and AttnPart are its
+// scratch: the projections (Hq·2D + 2·Hkv·D) and the partial results of
+// the attention, DecodeAttnSplit of D + 4 elements a query head.
 type DecodeLayersArgs struct {
 	X                  *Tensor
 	Blocks             []DecodeBlock
 	Slot               int32
 	Proj, Core, Hidden *Tensor
 	Eps                float32 // of every RMSNorm
-	// A run may also take the ends of the attention mixers around it, so
-	// that their projections stream with its weights. Where AttnOut [H, V]
-	// is set the run begins with X += (AttnO ⊙ sigmoid(AttnGate))·AttnOutᵀ
-	// (AttnO, AttnGate [1, V]: the attention before, and its gate); where
-	// AttnIn [R, H] is set it ends with AttnQKV [1, R] = rmsnorm(X)·(1 +
-	// AttnNorm)·AttnInᵀ (the next attention's projections).
-	AttnOut, AttnO, AttnGate  *Tensor
-	AttnIn, AttnNorm, AttnQKV *Tensor
+	Pos, KVRow         int32
+	Table              []int32
+	BlockSize          int
+	QKV, AttnPart      *Tensor
 }
 
+// DecodeAttnSplit is how many partial results at most an attention block
+// of DecodeLayers splits a query head's keys into (chunks of 32 keys or
+// more), merged by the output projection.
+const DecodeAttnSplit = 16
+
 // DecodeBlock is a block of DecodeLayersArgs: a DeltaNet mixer where
-// InProj is set, else a SwiGLU MLP; either reads rmsnorm(X)·(1 + Norm).
+// InProj is set, an attention mixer where QKV is set, else a SwiGLU MLP;
+// each reads rmsnorm(X)·(1 + Norm).
 type DecodeBlock struct {
 	Norm *Tensor // [H]
 	// DeltaNet: InProj [C + Vd + 2·Hv, H] holds the qkv, z, b and a rows
@@ -131,6 +139,13 @@ type DecodeBlock struct {
 	KeyHeads, KeyDim                                                      int
 	TiledHeads                                                            bool
 	QKNormEps                                                             float32
+	// Attention: QKV [Hq·2D + 2·Hkv·D, H] holds each query head's rows and
+	// its gate's, then the key and the value rows; QNorm and KNorm [D]
+	// (used as 1 + w), the caches [rows, Hkv, D]; OutProj (above) is [H, Hq·D].
+	// RoPE (NeoX) rotates the first RotaryDim values of q and k by Theta.
+	QKV, QNorm, KNorm, KCache, VCache  *Tensor
+	Heads, KVHeads, HeadDim, RotaryDim int
+	Theta                              float32
 	// MLP: GateUp [2I, H] (gate rows, then up), Down [H, I].
 	GateUp, Down *Tensor
 }

@@ -35,9 +35,9 @@ type Cache struct {
 	nextSeqs    []Seq
 	placeholder []int32
 
-	// Batch-1 decode through DecodeLayers (persistent.go): the runs of
+	// Batch-1 decode through DecodeLayers (persistent.go): the layers as
 	// blocks over this cache's states, and the op's operands.
-	runs   []decodeRun
+	blocks []rt.DecodeBlock
 	decode rt.DecodeLayersArgs
 }
 

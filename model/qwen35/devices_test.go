@@ -519,6 +519,51 @@ func TestPersistentDecodeMatchesOpByOp(t *testing.T) {
 	}
 }
 
+// TestPersistentDecodeLongContext decodes after a 700-token prompt, so that
+// decode_layers' attention splits each head's keys into its most chunks
+// (DecodeAttnSplit, of 44 keys) over a table of 44 blocks and merges them:
+// the persistent steps must agree with op by op.
+func TestPersistentDecodeLongContext(t *testing.T) {
+	be := cudaBackend(t)
+	cfg := &qwen35.Config{Architecture: "synthetic", VocabSize: 512, HiddenSize: 256, IntermediateSize: 512, NumLayers: 2,
+		RMSNormEps: 1e-6, TieEmbeddings: true, MaxPositions: 4096, NumHeads: 4, NumKVHeads: 2, HeadDim: 64, RotaryDim: 32,
+		RopeTheta: 1e7, ConvKernel: 4, LinKeyHeads: 2, LinValueHeads: 4, LinKeyDim: 64, LinValueDim: 64,
+		EOSTokenIDs: []int{511}, Layers: []qwen35.LayerKind{qwen35.LinearAttention, qwen35.FullAttention}}
+	path := filepath.Join(t.TempDir(), "long.gguf")
+	if err := qwen35.Synth(cfg, "bf16", path, 11, nil); err != nil {
+		t.Fatal(err)
+	}
+	fused := loadOn(t, be, path, qwen35.Options{})
+	chain := loadOn(t, be, path, qwen35.Options{OpByOp: true})
+	if !qwen35.Persistent(fused) {
+		t.Fatal("the synthesized model does not take the persistent path")
+	}
+	ids := make([]int32, 706)
+	for i := range ids {
+		ids[i] = int32((i*7919 + 13) % 511)
+	}
+	decode := func(m *qwen35.Model) []float32 {
+		st := m.NewState()
+		defer st.Close()
+		if _, err := m.Forward(st, ids[:700], qwen35.ForwardOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		var out []float32
+		for _, id := range ids[700:] {
+			lg, err := m.Forward(st, []int32{id}, qwen35.ForwardOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			out = append(out, lg.F32()[:lg.Len()]...)
+		}
+		return out
+	}
+	got, want := decode(fused), decode(chain)
+	if d, i := oracle.MaxDiff(got, want); d > 1e-3 || d != d {
+		t.Errorf("persistent and op-by-op steps differ by %g (step %d)", d, i/cfg.VocabSize)
+	}
+}
+
 // TestPersistentDecodeWideHeads decodes synthesized models whose DeltaNet
 // layers have more value heads than decode_layers has consumer warps, in
 // the widths the kernel takes apart (heads of 64 and 128 columns; GGUF

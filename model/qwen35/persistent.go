@@ -8,18 +8,10 @@ import (
 )
 
 // A batch-1 decode step of a dense model on a device that can run
-// DecodeLayers (a persistent kernel) goes through runs of blocks: every
-// DeltaNet mixer and MLP between two attention mixers is one op, and the
-// attention mixers run op by op between them. At batch 1 a step is a chain
-// of small GEMVs, each too small to reach the memory's rate on its own; as
-// one kernel the weights stream without a break at each op.
-
-// decodeRun is one DecodeLayers op and the attention layer after it (-1
-// where the run ends the model).
-type decodeRun struct {
-	blocks []rt.DecodeBlock
-	attn   int
-}
+// DecodeLayers (a persistent kernel) is one op for all the layers: every
+// DeltaNet mixer, attention mixer and MLP. At batch 1 a step is a chain of
+// small GEMVs, each too small to reach the memory's rate on its own; as one
+// kernel the weights stream without a break at each op.
 
 // persistentPath says whether this model, on its backend, takes
 // DecodeLayers for batch-1 decode steps (nil), or why not.
@@ -56,76 +48,53 @@ func (m *Model) persistentPath() error {
 	return pd.PersistentDecode()
 }
 
-// decodeRuns returns the runs of c's blocks, made at first use.
-func (m *Model) decodeRuns(c *Cache) []decodeRun {
-	if c.runs != nil {
-		return c.runs
+// decodeBlocks returns the layers as blocks of DecodeLayers over c's
+// states and caches, made at first use.
+func (m *Model) decodeBlocks(c *Cache) []rt.DecodeBlock {
+	if c.blocks != nil {
+		return c.blocks
 	}
 	cfg := m.Config
-	var runs []decodeRun
-	var cur []rt.DecodeBlock
+	var blocks []rt.DecodeBlock
 	for i := range m.Layers {
 		l := &m.Layers[i]
 		if l.Kind == FullAttention {
-			runs = append(runs, decodeRun{blocks: cur, attn: i})
-			cur = nil
+			a := l.Attention
+			blocks = append(blocks, rt.DecodeBlock{Norm: l.InputNorm, QKV: a.In.Fused, QNorm: a.QNorm, KNorm: a.KNorm,
+				KCache: c.k[i], VCache: c.v[i], OutProj: a.OProj, Heads: cfg.NumHeads, KVHeads: cfg.NumKVHeads,
+				HeadDim: cfg.HeadDim, RotaryDim: cfg.RotaryDim, Theta: cfg.RopeTheta})
 		} else {
 			n := l.DeltaNet
-			cur = append(cur, rt.DecodeBlock{Norm: l.InputNorm, InProj: n.In.Fused, ConvW: n.Conv, ConvStates: c.conv[i],
+			blocks = append(blocks, rt.DecodeBlock{Norm: l.InputNorm, InProj: n.In.Fused, ConvW: n.Conv, ConvStates: c.conv[i],
 				RecStates: c.rec[i], ALog: n.ALog, DtBias: n.DtBias, GateNorm: n.Norm, OutProj: n.OutProj,
 				KeyHeads: cfg.LinKeyHeads, KeyDim: cfg.LinKeyDim, TiledHeads: cfg.TiledVHeads, QKNormEps: 1e-6})
 		}
-		cur = append(cur, rt.DecodeBlock{Norm: l.PostNorm, GateUp: l.MLP.GateUp.Fused, Down: l.MLP.Down})
+		blocks = append(blocks, rt.DecodeBlock{Norm: l.PostNorm, GateUp: l.MLP.GateUp.Fused, Down: l.MLP.Down})
 	}
-	c.runs = append(runs, decodeRun{blocks: cur, attn: -1})
-	return c.runs
+	c.blocks = blocks
+	return blocks
 }
 
 // persistentStep runs the layers of a batch-1 decode step on x [1, H]
-// (the embedding), leaving the last layer's residual stream in x. An
-// attention layer's projections (with its input norm, gate and residual
-// add) run inside the DecodeLayers around it: between two only the
-// attention's core runs op by op.
+// (the embedding) as one DecodeLayers, leaving the last layer's residual
+// stream in x.
 func (m *Model) persistentStep(c *Cache, b *batch, x *rt.Tensor) error {
-	cfg, ar, be := m.Config, b.arena, m.be
+	cfg, ar := m.Config, b.arena
 	vd := cfg.LinValueHeads * cfg.LinValueDim
+	qkv := cfg.NumHeads*2*cfg.HeadDim + 2*cfg.NumKVHeads*cfg.HeadDim
+	blocks := m.decodeBlocks(c)
+	for i := range m.Layers { // a layer is two blocks; the KV caches grow, and move, with the sequences
+		if m.Layers[i].Kind == FullAttention {
+			blocks[2*i].KCache, blocks[2*i].VCache = c.k[i], c.v[i]
+		}
+	}
 	d := &c.decode
-	*d = rt.DecodeLayersArgs{X: x, Slot: int32(b.seqs[0].Slot), Eps: cfg.RMSNormEps,
-		Proj: ar.New(rt.F32, convChannels(cfg)+vd+2*cfg.LinValueHeads), Core: ar.New(rt.F32, vd), Hidden: ar.New(rt.F32, cfg.IntermediateSize)}
-	prev := -1 // the attention layer before this run
-	for _, r := range m.decodeRuns(c) {
-		d.Blocks = r.blocks
-		d.AttnOut, d.AttnIn = nil, nil
-		if prev >= 0 {
-			d.AttnOut = m.Layers[prev].Attention.OProj
-		}
-		var att *Attention
-		if r.attn >= 0 {
-			l := &m.Layers[r.attn]
-			att = l.Attention
-			d.AttnIn, d.AttnNorm, d.AttnQKV = att.In.Fused, l.InputNorm, ar.New(rt.F32, 1, att.In.Fused.Dim(0))
-		}
-		if err := be.DecodeLayers(d); err != nil {
-			if r.attn < 0 {
-				return fmt.Errorf("qwen35: layers after %d: %w", prev, err)
-			}
-			return fmt.Errorf("qwen35: layers before %d: %w", r.attn, err)
-		}
-		if att == nil {
-			continue
-		}
-		var in [maxProjections]*rt.Tensor
-		off := 0
-		for i, rows := range att.In.Rows {
-			in[i] = ar.Slice(d.AttnQKV, 1, off, off+rows)
-			off += rows
-		}
-		o, gate, err := att.core(be, cfg, in, c.k[r.attn], c.v[r.attn], b, m.fused)
-		if err != nil {
-			return fmt.Errorf("qwen35: layer %d (%s): %w", r.attn, m.Layers[r.attn].Kind, err)
-		}
-		d.AttnO, d.AttnGate = o, gate
-		prev = r.attn
+	*d = rt.DecodeLayersArgs{X: x, Blocks: blocks, Slot: int32(b.seqs[0].Slot), Eps: cfg.RMSNormEps,
+		Proj: ar.New(rt.F32, convChannels(cfg)+vd+2*cfg.LinValueHeads), Core: ar.New(rt.F32, vd), Hidden: ar.New(rt.F32, cfg.IntermediateSize),
+		Pos: b.positions[0], KVRow: b.kvSlots[0], Table: b.attn[0].Blocks, BlockSize: b.blockSize,
+		QKV: ar.New(rt.F32, qkv), AttnPart: ar.New(rt.F32, cfg.NumHeads*rt.DecodeAttnSplit*(cfg.HeadDim+4))}
+	if err := m.be.DecodeLayers(d); err != nil {
+		return fmt.Errorf("qwen35: decode layers: %w", err)
 	}
 	return nil
 }

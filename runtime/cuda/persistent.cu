@@ -4,8 +4,9 @@
 // of ops where this module does not load.
 //
 // decode_layers runs a batch-1 decode step through a run of dense Qwen3.5
-// blocks (Gated DeltaNet mixers and SwiGLU MLPs) as one launch: a block an
-// SM, the grid meeting at a barrier between dependent phases. The weights
+// blocks (Gated DeltaNet and gated attention mixers, SwiGLU MLPs) as one
+// launch: a block an SM, the grid meeting at a barrier between dependent
+// phases. The weights
 // do not wait for the barriers: the block's last warp streams its rows of
 // every matrix (and its share of the DeltaNet states), in order, into a
 // ring of shared-memory slots, held back only by slots not yet read; the
@@ -14,23 +15,23 @@
 // three phases (the input projection with the causal conv in its rows'
 // epilogue, the delta rule spread over (value head, 16 columns), the
 // output projection with the gated norm in its staging and the residual
-// add in its epilogue), an MLP two (gate and up with SwiGLU, down with the
-// residual add). A run may also begin with the output projection of the
-// attention before it (its gate's sigmoid in the staging, the residual
-// added) and end with the next attention's qkv projection, so that only
-// that attention's core runs between two launches. Between a kernel's
-// phases a graph would have a launch and
-// a norm kernel each; here the only waits are on data.
+// add in its epilogue), an attention mixer three (the qkv projection; the
+// attention over the paged cache, split over (query head, chunk of keys),
+// the query and key normalised and rotated by each item itself; the output
+// projection, whose staging merges the chunks and applies the gate's
+// sigmoid), an MLP two (gate and up with SwiGLU, down with the residual
+// add). Between a kernel's phases a graph would have a launch and a norm
+// kernel each; here the only waits are on data.
 
 typedef long long i64;
 typedef unsigned short u16;
 
-enum { PH_GEMV = 0, PH_RULE = 1 };
-enum { ST_RAW = 0, ST_NORM = 1, ST_GATED = 2, ST_SIGMUL = 3 };
+enum { PH_GEMV = 0, PH_RULE = 1, PH_ATTN = 2 };
+enum { ST_RAW = 0, ST_NORM = 1, ST_GATED = 2, ST_ATTN = 3 };
 enum { EP_STORE = 0, EP_ADD = 1, EP_CONV = 2, EP_GLU = 3 };
 
 // Phase is one step of the program; persistent.go writes the same layout
-// (152 bytes). The program holds no address that changes between steps:
+// (208 bytes). The program holds no address that changes between steps:
 // x, the scratch and the state slot come as the launch's arguments, and
 // src, z and out name a buffer (BUF_*) and an offset in it.
 struct Phase {
@@ -48,15 +49,26 @@ struct Phase {
     float eps, qkeps;
     int src, z, out;             // BUF_*: the staged input (GEMV) or the conv'd projections (RULE); ST_GATED's z; the output
     int src_off, z_off, out_off; // in floats
+    // ATTN (normw: the query norm, eps) and ST_ATTN: the attention's heads,
+    // key and value heads, head dim and rotary dims; its key norm (1 + kw),
+    // caches [rows, hkv, dim], RoPE base, score scale, and the most partial
+    // results a head's keys are split into.
+    const float* kw;
+    float *kc, *vc;
+    int hq, hkv, dim, rdim;
+    float theta, scale;
+    int split, pad;
 };
-enum { BUF_X = 1, BUF_PROJ = 2, BUF_CORE = 3, BUF_HIDDEN = 4, BUF_ATTN_O = 5, BUF_ATTN_GATE = 6, BUF_ATTN_QKV = 7 };
+enum { BUF_X = 1, BUF_PROJ = 2, BUF_CORE = 3, BUF_HIDDEN = 4, BUF_ATTN_QKV = 5, BUF_ATTN_PART = 6 };
 
-// Bufs are the launch's buffers; Ptr a phase's addresses in them.
-struct Bufs { float *x, *proj, *core, *hidden, *ao, *ag, *aqkv; int slot; };
+// Bufs are the launch's buffers; Ptr a phase's addresses in them. step is
+// the step's position, its key's cache row, the cache's block size and the
+// sequence's block table.
+struct Bufs { float *x, *proj, *core, *hidden, *qkv, *part; int slot; const int* step; };
 struct Ptr { const float *src, *z; float *out, *convst, *rec; };
 __device__ __forceinline__ float* buf_at(const Bufs& b, int id, int off) {
     float* base = id == BUF_X ? b.x : id == BUF_PROJ ? b.proj : id == BUF_CORE ? b.core : id == BUF_HIDDEN ? b.hidden
-                : id == BUF_ATTN_O ? b.ao : id == BUF_ATTN_GATE ? b.ag : b.aqkv;
+                : id == BUF_ATTN_QKV ? b.qkv : b.part;
     return base + off;
 }
 __device__ __forceinline__ Ptr resolve(const Phase& p, const Bufs& b) {
@@ -85,6 +97,25 @@ __device__ __forceinline__ float warp_sum(float v) {
     for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
     return v;
 }
+#define NEG_INF __int_as_float(0xff800000)
+__device__ __forceinline__ float warp_max(float v) {
+    for (int o = 16; o > 0; o >>= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
+    return v;
+}
+
+// An attention phase splits the step's n keys (positions 0..pos) into S
+// chunks of len keys, S at most the phase's split and each chunk of
+// ATT_MIN keys or more, so that a short context is one chunk a head.
+#define ATT_MIN 32
+struct Chunks { int n, S, len; };
+__device__ __forceinline__ Chunks chunks_of(const int* step, int split) {
+    Chunks c;
+    c.n = step[0] + 1;
+    c.S = min(split, (c.n + ATT_MIN - 1) / ATT_MIN);
+    c.len = (c.n + c.S - 1) / c.S;
+    return c;
+}
+
 // dot8 is 8 bf16 weights times 8 floats, summed as a tree (four products
 // in pairs, then two adds deep), not one chain of eight dependent adds.
 __device__ __forceinline__ float dot8(uint4 q, float4 a, float4 b) {
@@ -126,8 +157,8 @@ __device__ __forceinline__ void cp_wait_all() {}
 __device__ __forceinline__ void consumers_sync() { emu::namedSync(1, NT); }
 __device__ __forceinline__ void depend_wait() {}
 __device__ __forceinline__ void launch_dependents() {}
-__device__ __forceinline__ unsigned ld_acquire(const unsigned* p) { return __atomic_load_n(p, __ATOMIC_ACQUIRE); }
-__device__ __forceinline__ void red_release(unsigned* p) { __atomic_fetch_add(p, 1u, __ATOMIC_RELEASE); }
+__device__ __forceinline__ unsigned long long ld_acquire(const unsigned long long* p) { return __atomic_load_n(p, __ATOMIC_ACQUIRE); }
+__device__ __forceinline__ void red_release(unsigned long long* p) { __atomic_fetch_add(p, 1ull, __ATOMIC_RELEASE); }
 __device__ __forceinline__ void spin_pause() { emu::spin(); }
 __device__ __forceinline__ void prefetch_l2(const void*) {}
 // A block's fibers share one OS thread: no atomic needed within a block.
@@ -173,12 +204,12 @@ __device__ __forceinline__ void launch_dependents() {
     asm volatile("griddepcontrol.launch_dependents;" :::);
 #endif
 }
-__device__ __forceinline__ unsigned ld_acquire(const unsigned* p) {
-    unsigned v;
-    asm volatile("ld.acquire.gpu.u32 %0, [%1];" : "=r"(v) : "l"(p) : "memory");
+__device__ __forceinline__ unsigned long long ld_acquire(const unsigned long long* p) {
+    unsigned long long v;
+    asm volatile("ld.acquire.gpu.u64 %0, [%1];" : "=l"(v) : "l"(p) : "memory");
     return v;
 }
-__device__ __forceinline__ void red_release(unsigned* p) { asm volatile("red.release.gpu.global.add.u32 [%0], 1;" ::"l"(p) : "memory"); }
+__device__ __forceinline__ void red_release(unsigned long long* p) { asm volatile("red.release.gpu.global.add.u64 [%0], 1;" ::"l"(p) : "memory"); }
 __device__ __forceinline__ void spin_pause() {}
 __device__ __forceinline__ void prefetch_l2(const void* p) { asm volatile("prefetch.global.L2 [%0];" ::"l"(p)); }
 __device__ __forceinline__ void block_max(unsigned long long* p, unsigned long long v) { atomicMax(p, v); }
@@ -212,10 +243,10 @@ __device__ __forceinline__ void full_wait(saddr a, unsigned parity, unsigned lon
 }
 
 // await_count spins until the grid's barrier count reaches goal.
-__device__ __forceinline__ void await_count(const unsigned* bar, unsigned goal) {
+__device__ __forceinline__ void await_count(const unsigned long long* bar, unsigned long long goal) {
     unsigned long long t0 = 0;
     for (int i = 0;; i++) {
-        if ((int)(ld_acquire(bar) - goal) >= 0) return;
+        if (ld_acquire(bar) >= goal) return;
         spin_pause();
         if ((i & 255) == 0) {
             unsigned long long t = now_ns();
@@ -283,7 +314,7 @@ __device__ void produce(const Phase* prog, int n, const Bufs& bufs, unsigned cha
                 }
                 cp_arrive(s_addr(full + slot));
             }
-        } else {
+        } else if (p.kind == PH_RULE) {
             if (!waited) { // the states are written by the step before
                 depend_wait();
                 waited = true;
@@ -360,9 +391,49 @@ __device__ __forceinline__ float inv_rms(float ss, float* red, int K, float eps)
     return rsqrtf(tot / K + eps);
 }
 
-__device__ void stage(const Phase& p, const Ptr& a, float* xs, float* red, const Early& early) {
+__device__ void stage(const Phase& p, const Ptr& a, const int* step, float* xs, float* red, const Early& early) {
     int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
     float4* xs4 = (float4*)xs;
+    if (p.stage == ST_ATTN) { // a head's partial results combined, times sigmoid of its gate: a warp a head
+        Chunks ch = chunks_of(step, p.split);
+        int d4 = p.dim / 4, pw = p.dim + 4; // at most 64 (dim <= 256): two float4s a lane
+        for (int h = warp; h < p.hq; h += CW) {
+            const float* part = a.src + (i64)h * p.split * pw;
+            // Lane c reads chunk c's max and sum (split <= 32), so that a
+            // head's weights are one round trip to L2, not one a chunk.
+            float mc = lane < ch.S ? ld_cg(part + (i64)lane * pw) : NEG_INF;
+            float lc = lane < ch.S ? ld_cg(part + (i64)lane * pw + 1) : 0.f;
+            float M = warp_max(mc), wc = mc == NEG_INF ? 0.f : expf(mc - M);
+            float L = warp_sum(lc * wc);
+            float4 o[2] = {make_float4(0.f, 0.f, 0.f, 0.f), make_float4(0.f, 0.f, 0.f, 0.f)}, gate[2];
+#pragma unroll
+            for (int j = 0; j < 2; j++)
+                if (lane + 32 * j < d4) gate[j] = ld_cg4(a.z + (i64)h * 2 * p.dim + p.dim + 4 * (lane + 32 * j));
+#pragma unroll 4
+            for (int c = 0; c < ch.S; c++) {
+                float w = __shfl_sync(0xffffffffu, wc, c);
+#pragma unroll
+                for (int j = 0; j < 2; j++) {
+                    int k = lane + 32 * j;
+                    if (k < d4) {
+                        float4 v = ld_cg4(part + (i64)c * pw + 4 + 4 * k);
+                        o[j].x += w * v.x, o[j].y += w * v.y, o[j].z += w * v.z, o[j].w += w * v.w;
+                    }
+                }
+            }
+#pragma unroll
+            for (int j = 0; j < 2; j++) {
+                int k = lane + 32 * j;
+                if (k < d4) {
+                    float4 g = gate[j], x = o[j];
+                    x.x *= sigmoidf_(g.x) / L, x.y *= sigmoidf_(g.y) / L, x.z *= sigmoidf_(g.z) / L, x.w *= sigmoidf_(g.w) / L;
+                    xs4[xs_at(h * d4 + k, p.K)] = x;
+                }
+            }
+        }
+        consumers_sync();
+        return;
+    }
     if (p.stage == ST_GATED) { // each value head normalised over its dv, times silu(z): a warp a head
         int d4 = p.dv / 4;     // at most 64 (dv <= 256): two float4s a lane, GATED_H heads a warp in flight
         for (int h0 = warp; h0 < p.hv; h0 += GATED_H * CW) {
@@ -430,21 +501,18 @@ __device__ void stage(const Phase& p, const Ptr& a, float* xs, float* red, const
         consumers_sync();
         return;
     }
-    bool sig = p.stage == ST_SIGMUL; // the attention's output times sigmoid of its gate
     for (int k0 = 0; k0 < K4; k0 += STAGE_V * NT) {
-        float4 v[STAGE_V], g[STAGE_V];
+        float4 v[STAGE_V];
 #pragma unroll
         for (int j = 0; j < STAGE_V; j++) {
             int k = k0 + j * NT + tid;
             if (k < K4) v[j] = ld_cg4(a.src + 4 * k);
-            if (sig && k < K4) g[j] = ld_cg4(a.z + 4 * k);
         }
 #pragma unroll
         for (int j = 0; j < STAGE_V; j++) {
             int k = k0 + j * NT + tid;
             if (k >= K4) continue;
             float4 x = v[j];
-            if (sig) x.x *= sigmoidf_(g[j].x), x.y *= sigmoidf_(g[j].y), x.z *= sigmoidf_(g[j].z), x.w *= sigmoidf_(g[j].w);
             xs4[xs_at(k, p.K)] = x;
             ss += x.x * x.x + x.y * x.y + x.z * x.z + x.w * x.w;
         }
@@ -646,6 +714,125 @@ __device__ void rule(const Phase& p, const Ptr& a, const unsigned char* slot0, u
     if (t_full && lane == 0) block_max(t_full, mine);
 }
 
+// norm_rope writes the head row src (dim values) to dst in shared memory,
+// RMS-normalised with 1 + w and rotated (NeoX, its first rdim values at
+// pos), as attn_preamble_f32 does: a warp's work.
+__device__ void norm_rope(float* dst, const float* src, const float* w, const Phase& p, int pos, int lane) {
+    float v[8], ss = 0.f;
+#pragma unroll
+    for (int j = 0; j < 8; j++) { // dim <= 256
+        int i = lane + 32 * j;
+        v[j] = i < p.dim ? ld_cg(src + i) : 0.f;
+        ss += v[j] * v[j];
+    }
+    float inv = rsqrtf(warp_sum(ss) / p.dim + p.eps);
+#pragma unroll
+    for (int j = 0; j < 8; j++) {
+        int i = lane + 32 * j;
+        if (i < p.dim) dst[i] = v[j] * inv * (1.f + w[i]);
+    }
+    __syncwarp();
+    int half = p.rdim / 2;
+    for (int i = lane; i < half; i += 32) { // a pair a lane: in place
+        float f = 1.f / (float)pow((double)p.theta, (double)((float)(2 * i) / (float)p.rdim));
+        double ang = (double)((float)pos * f);
+        float c = (float)cos(ang), sn = (float)sin(ang);
+        float x0 = dst[i], x1 = dst[i + half];
+        dst[i] = x0 * c - x1 * sn;
+        dst[i + half] = x1 * c + x0 * sn;
+    }
+    __syncwarp();
+}
+
+// attend runs the block's items of an ATTN phase, an item a (query head,
+// chunk of keys): the head's query normalised and rotated, its scores
+// against the chunk's keys with an online softmax (the warps taking every
+// CW-th key, merged at the end), written as the chunk's partial result:
+// its max, its sum and its weighted values (dim + 4 floats). The chunk that
+// holds the step's own position takes that key and value from the
+// projections, and for the first query head of a key head writes them into
+// the caches (no block reads that row from a cache in this step).
+__device__ void attend(const Phase& p, const Ptr& a, const int* step, float* xs, float* red) {
+    int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
+    int pos = step[0], kvrow = step[1], bs = step[2];
+    const int* tab = step + 3;
+    Chunks ch = chunks_of(step, p.split);
+    int dim = p.dim, group = p.hq / p.hkv, pw = dim + 4;
+    float *qs = xs, *ks = xs + dim, *vs = xs + 2 * dim, *accs = xs + 3 * dim; // accs: [CW][dim]
+    i64 width = (i64)p.hkv * dim;
+    for (int it = blockIdx.x; it < p.hq * ch.S; it += gridDim.x) {
+        int h = it / ch.S, c = it % ch.S, kh = h / group;
+        int p0 = c * ch.len, p1 = min(ch.n, p0 + ch.len);
+        bool own = p0 <= pos && pos < p1;
+        const float* kx = a.src + (i64)p.hq * 2 * dim + (i64)kh * dim;
+        if (warp == 0) {
+            norm_rope(qs, a.src + (i64)h * 2 * dim, p.normw, p, pos, lane);
+        } else if (warp == 1 && own) {
+            norm_rope(ks, kx, p.kw, p, pos, lane);
+        } else if (warp == 2 && own) {
+            for (int i = lane; i < dim; i += 32) vs[i] = ld_cg(kx + width + i);
+        }
+        consumers_sync();
+        if (own && h % group == 0)
+            for (int i = tid; i < dim; i += NT) {
+                i64 o = ((i64)kvrow * p.hkv + kh) * dim + i;
+                p.kc[o] = ks[i];
+                p.vc[o] = vs[i];
+            }
+        float qv[8], acc[8];
+#pragma unroll
+        for (int j = 0; j < 8; j++) {
+            int i = lane + 32 * j;
+            qv[j] = i < dim ? qs[i] * p.scale : 0.f;
+            acc[j] = 0.f;
+        }
+        float m = NEG_INF, l = 0.f;
+        for (int q = p0 + warp; q < p1; q += CW) {
+            const float *kr = ks, *vr = vs;
+            if (q != pos) {
+                i64 row = ((i64)tab[q / bs] * bs + q % bs) * width + (i64)kh * dim;
+                kr = p.kc + row, vr = p.vc + row;
+            }
+            float sc = 0.f, vv[8];
+#pragma unroll
+            for (int j = 0; j < 8; j++) {
+                int i = lane + 32 * j;
+                vv[j] = i < dim ? vr[i] : 0.f; // in flight with the key
+                if (i < dim) sc += qv[j] * kr[i];
+            }
+            sc = warp_sum(sc);
+            float mn = fmaxf(m, sc), corr = expf(m - mn), e = expf(sc - mn);
+            l = l * corr + e;
+#pragma unroll
+            for (int j = 0; j < 8; j++) acc[j] = acc[j] * corr + e * vv[j];
+            m = mn;
+        }
+        if (lane == 0) red[warp] = m, red[CW + warp] = l;
+#pragma unroll
+        for (int j = 0; j < 8; j++) {
+            int i = lane + 32 * j;
+            if (i < dim) accs[warp * dim + i] = acc[j];
+        }
+        consumers_sync();
+        float M = NEG_INF;
+        for (int w = 0; w < CW; w++) M = fmaxf(M, red[w]);
+        float* out = a.out + (i64)(h * p.split + c) * pw;
+        for (int i = tid; i < dim; i += NT) {
+            float sum = 0.f;
+            for (int w = 0; w < CW; w++)
+                if (red[w] != NEG_INF) sum += accs[w * dim + i] * expf(red[w] - M);
+            out[4 + i] = sum;
+        }
+        if (tid == 0) {
+            float L = 0.f;
+            for (int w = 0; w < CW; w++)
+                if (red[w] != NEG_INF) L += red[CW + w] * expf(red[w] - M);
+            out[0] = M, out[1] = L;
+        }
+        consumers_sync(); // xs and red are written again by the next item
+    }
+}
+
 // prefetch_range asks L2 for n floats at p, the consumers taking a line each.
 __device__ __forceinline__ void prefetch_range(const float* p, i64 n) {
     if (n <= 0) return;
@@ -674,21 +861,22 @@ __device__ void prefetch_small(const Phase& p, const Ptr& a, int slot_bytes) {
     }
 }
 
-// decode_layers runs prog (n phases); bar is a barrier count that only
-// launches of n phases on this grid share. Dynamic shared memory: x staged
+// decode_layers runs prog (n phases); bar is a barrier count (64 bits: it
+// never wraps) that only launches of n phases on this grid share. Dynamic shared memory: x staged
 // (4·max_k bytes), then the ring (slots × slot_bytes), then an mbarrier a
 // slot for full and one for empty.
-extern "C" __global__ void __launch_bounds__(NT + 32, 1) decode_layers(const Phase* prog, int n, unsigned* bar, int slot_bytes, int slots,
-                                                                       int max_k, int slot, float* x, float* proj, float* core, float* hidden,
-                                                                       float* ao, float* ag, float* aqkv, unsigned long long* times) {
+extern "C" __global__ void __launch_bounds__(NT + 32, 1) decode_layers(const Phase* prog, int n, unsigned long long* bar, int slot_bytes,
+                                                                       int slots, int max_k, int slot, float* x, float* proj, float* core,
+                                                                       float* hidden, float* qkv, float* part, const int* step,
+                                                                       unsigned long long* times) {
     DYN_SHARED(sm);
     __shared__ float red[2 * 32 * CW];
-    __shared__ unsigned base;
+    __shared__ unsigned long long base;
     float* xs = (float*)sm;
     unsigned char* slot0 = sm + 4 * (i64)max_k;
     unsigned long long* full = (unsigned long long*)(slot0 + (i64)slots * slot_bytes);
     unsigned long long* empty = full + slots;
-    Bufs bufs = {x, proj, core, hidden, ao, ag, aqkv, slot};
+    Bufs bufs = {x, proj, core, hidden, qkv, part, slot, step};
     int warp = threadIdx.x >> 5;
     if (times && threadIdx.x == 0) {
         unsigned long long* t = times_at(times, n);
@@ -703,8 +891,8 @@ extern "C" __global__ void __launch_bounds__(NT + 32, 1) decode_layers(const Pha
         // Every launch of n phases adds grid × n, so this one starts at the
         // multiple of that at or below the count: no block has arrived at
         // its last barrier yet.
-        unsigned v = *(volatile unsigned*)bar;
-        base = v - v % (gridDim.x * (unsigned)n);
+        unsigned long long v = *(volatile unsigned long long*)bar;
+        base = v - v % (gridDim.x * (unsigned long long)n);
     }
     __syncthreads();
     if (warp == CW) {
@@ -724,7 +912,7 @@ extern "C" __global__ void __launch_bounds__(NT + 32, 1) decode_layers(const Pha
         Early early = early_of(p);
         if (i == 0) depend_wait(); // x, the projections and the states come from kernels before
         if (i > 0) {
-            if (threadIdx.x == 0) await_count(bar, base + gridDim.x * (unsigned)i);
+            if (threadIdx.x == 0) await_count(bar, base + gridDim.x * (unsigned long long)i);
             consumers_sync();
         }
         if (t) t[T_PASSED] = clk(), t[G_PASSED] = now_ns(), t[T_FULL] = 0;
@@ -733,14 +921,17 @@ extern "C" __global__ void __launch_bounds__(NT + 32, 1) decode_layers(const Pha
         if (i == n - 1) launch_dependents();
         unsigned long long* t_full = times ? times_at(times, i) + T_FULL : nullptr; // every warp's
         if (p.kind == PH_GEMV) {
-            stage(p, a, xs, red, early);
+            stage(p, a, step, xs, red, early);
             if (t) t[T_STAGED] = clk();
             gemv(p, a, xs, slot0, full, empty, s, slot_bytes, slots, t_full);
             s += rows_of(p, slot_bytes).chunks;
-        } else {
+        } else if (p.kind == PH_RULE) {
             if (t) t[T_STAGED] = t[T_PASSED];
             rule(p, a, slot0, full, empty, s, slot_bytes, slots, red, t_full);
             s += rule_chunks(p);
+        } else {
+            if (t) t[T_STAGED] = t[T_PASSED];
+            attend(p, a, step, xs, red);
         }
         consumers_sync();
         if (t) t[T_DONE] = clk(), t[G_DONE] = now_ns();

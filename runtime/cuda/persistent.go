@@ -5,6 +5,7 @@ package cuda
 import (
 	_ "embed"
 	"fmt"
+	"math"
 	"slices"
 	"strconv"
 	"strings"
@@ -39,18 +40,18 @@ func sourceDefine(src, name string) int {
 
 // The layout persistent.cu's Phase and decode_layers share.
 const (
-	phaseWords     = 38 // int32s of a Phase
+	phaseWords     = 52 // int32s of a Phase
 	ruleCols       = 16 // RULE_COLS
-	maxPhases      = 255
+	maxPhases      = 1023
 	attrMaxSharedO = 97 // CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN
 )
 
 const (
-	phGEMV, phRule                   = 0, 1
-	stRaw, stNorm, stGated, stSigmul = 0, 1, 2, 3
-	epStore, epAdd, epConv, epGLU    = 0, 1, 2, 3
-	bufX, bufProj, bufCore, bufHid   = 1, 2, 3, 4
-	bufAttnO, bufAttnGate, bufQKV    = 5, 6, 7
+	phGEMV, phRule, phAttn         = 0, 1, 2
+	stRaw, stNorm, stGated, stAttn = 0, 1, 2, 3
+	epStore, epAdd, epConv, epGLU  = 0, 1, 2, 3
+	bufX, bufProj, bufCore, bufHid = 1, 2, 3, 4
+	bufQKV, bufAttnPart            = 5, 6
 )
 
 // persistent is the decode_layers module, loaded at first use.
@@ -60,7 +61,7 @@ type persistent struct {
 	mod, fn   uintptr
 	maxShared int     // dynamic shared memory a block may have
 	grid      int     // blocks: one an SM
-	bars      uintptr // a barrier count per program length
+	bars      uintptr // a barrier count (uint64) per program length
 	progs     map[string]*program
 	buf       []int32 // the program being built
 }
@@ -110,10 +111,10 @@ func (c *Context) loadPersistent() error {
 	if ps.maxShared < 64<<10 {
 		return fmt.Errorf("%d KiB of shared memory a block: too little for the weight ring", v>>10)
 	}
-	if err := check("cuMemAlloc", cuMemAlloc(&ps.bars, 4*(maxPhases+1))); err != nil {
+	if err := check("cuMemAlloc", cuMemAlloc(&ps.bars, 8*(maxPhases+1))); err != nil {
 		return err
 	}
-	if err := check("cuMemsetD8", cuMemsetD8(ps.bars, 0, 4*(maxPhases+1))); err != nil {
+	if err := check("cuMemsetD8", cuMemsetD8(ps.bars, 0, 8*(maxPhases+1))); err != nil {
 		return err
 	}
 	ps.progs = map[string]*program{}
@@ -147,11 +148,20 @@ func decodeLayers(d *rt.DecodeLayersArgs) {
 		if err != nil {
 			return err
 		}
-		bar := ps.bars + uintptr(4*n)
+		var step uintptr // the position, its cache row, the block size and the table (attention blocks)
+		if shape.attention {
+			ints := append(c.hostRows[0][:0], d.Pos, d.KVRow, int32(d.BlockSize))
+			ints = append(ints, d.Table...) // whole, as attention stages it: a step's recording then repeats until the table grows
+			c.hostRows[0] = ints
+			if step, err = c.hostInts(ints); err != nil {
+				return err
+			}
+		}
+		bar := ps.bars + uintptr(8*n)
 		return c.launchFn(ps.fn, "decode_layers", ps.grid, 1, 32*(decodeWarps+1), shared,
 			p(pr.dev), p(int32(n)), p(bar), p(int32(slotBytes)), p(int32(slots)), p(int32(shape.maxK)), p(d.Slot),
 			p(d.X.DevicePtr()), p(d.Proj.DevicePtr()), p(d.Core.DevicePtr()), p(d.Hidden.DevicePtr()),
-			p(ptrOf(d.AttnO)), p(ptrOf(d.AttnGate)), p(ptrOf(d.AttnQKV)), p(pr.times))
+			p(ptrOf(d.QKV)), p(ptrOf(d.AttnPart)), p(step), p(pr.times))
 	})
 }
 
@@ -204,8 +214,13 @@ func (c *Context) program(prog []int32) (*program, error) {
 	return pr, nil
 }
 
-// progShape is what a program asks of the ring: its largest slot and staged input.
-type progShape struct{ rowBytes, maxK int }
+// progShape is what a program asks of the ring and the staging: its
+// largest slot and staged input (or an attention's scratch), and whether it
+// reads the step's position and block table.
+type progShape struct {
+	rowBytes, maxK int
+	attention      bool
+}
 
 // phase is one Phase of persistent.cu, as the host writes it.
 type phase struct {
@@ -217,6 +232,10 @@ type phase struct {
 	eps, qkeps                              float32
 	src, z, out                             int32
 	srcOff, zOff, outOff                    int32
+	kw, kcache, vcache                      uintptr
+	hq, hkv, dim, rdim                      int32
+	theta, scale                            float32
+	split                                   int32
 }
 
 func (f *phase) append(prog []int32) []int32 {
@@ -230,6 +249,12 @@ func (f *phase) append(prog []int32) []int32 {
 	copy(w[18:], []int32{f.kind, f.n, f.k, f.stage, f.epi, f.c, f.kc, f.hk, f.hv, f.dk, f.dv, f.tiled})
 	w[30], w[31] = int32(*(*uint32)(unsafe.Pointer(&f.eps))), int32(*(*uint32)(unsafe.Pointer(&f.qkeps)))
 	copy(w[32:], []int32{f.src, f.z, f.out, f.srcOff, f.zOff, f.outOff})
+	for i, v := range [...]uintptr{f.kw, f.kcache, f.vcache} {
+		put(38+2*i, uint64(v))
+	}
+	copy(w[44:], []int32{f.hq, f.hkv, f.dim, f.rdim})
+	w[48], w[49] = int32(*(*uint32)(unsafe.Pointer(&f.theta))), int32(*(*uint32)(unsafe.Pointer(&f.scale)))
+	w[50] = f.split
 	return append(prog, w[:]...)
 }
 
@@ -241,12 +266,12 @@ func ptrOf(t *rt.Tensor) uintptr {
 	return t.DevicePtr()
 }
 
-// buildProgram appends d's phases to prog: three a DeltaNet mixer, two an
-// MLP, one each attention end (see persistent.cu).
+// buildProgram appends d's phases to prog: three a mixer, two an MLP (see
+// persistent.cu).
 func buildProgram(prog []int32, d *rt.DecodeLayersArgs) ([]int32, progShape, error) {
 	var sh progShape
 	h := d.X.Dim(1)
-	for _, t := range []*rt.Tensor{d.X, d.Proj, d.Core, d.Hidden, d.AttnO, d.AttnGate, d.AttnQKV} {
+	for _, t := range []*rt.Tensor{d.X, d.Proj, d.Core, d.Hidden, d.QKV, d.AttnPart} {
 		if t != nil && t.DevicePtr()%16 != 0 {
 			return prog, sh, fmt.Errorf("x or scratch at %#x: the kernel reads them in 16-byte pieces", t.DevicePtr())
 		}
@@ -265,19 +290,36 @@ func buildProgram(prog []int32, d *rt.DecodeLayersArgs) ([]int32, progShape, err
 		sh.rowBytes, sh.maxK = max(sh.rowBytes, rb), max(sh.maxK, int(f.k))
 		return f, nil
 	}
-	if d.AttnOut != nil {
-		f, err := gemv(phase{kind: phGEMV, w: d.AttnOut.DevicePtr(), n: int32(h), k: int32(d.AttnOut.Dim(1)), stage: stSigmul,
-			src: bufAttnO, z: bufAttnGate, epi: epAdd, out: bufX}, false)
-		if err != nil {
-			return prog, sh, fmt.Errorf("attention's o_proj: %w", err)
-		}
-		prog = f.append(prog)
-	}
 	for i, bl := range d.Blocks {
 		var fs [3]phase // no allocation a step
 		nf := 0
 		norm := bl.Norm.DevicePtr()
-		if bl.InProj == nil {
+		switch {
+		case bl.QKV != nil:
+			dim := bl.HeadDim
+			if dim > 256 || dim%4 != 0 {
+				return prog, sh, fmt.Errorf("block %d: head dim %d: the kernel takes multiples of 4 up to 256", i, dim)
+			}
+			qkv, err := gemv(phase{kind: phGEMV, w: bl.QKV.DevicePtr(), n: int32(bl.QKV.Dim(0)), k: int32(h), stage: stNorm, normw: norm,
+				eps: d.Eps, src: bufX, epi: epStore, out: bufQKV}, false)
+			if err != nil {
+				return prog, sh, fmt.Errorf("block %d qkv: %w", i, err)
+			}
+			heads := phase{hq: int32(bl.Heads), hkv: int32(bl.KVHeads), dim: int32(dim), split: rt.DecodeAttnSplit}
+			att := heads
+			att.kind, att.src, att.out, att.normw, att.kw, att.eps = phAttn, bufQKV, bufAttnPart, bl.QNorm.DevicePtr(), bl.KNorm.DevicePtr(), d.Eps
+			att.kcache, att.vcache, att.rdim, att.theta = bl.KCache.DevicePtr(), bl.VCache.DevicePtr(), int32(bl.RotaryDim), bl.Theta
+			att.scale = float32(1 / math.Sqrt(float64(dim)))
+			// The attention's own scratch in the staging's place: q, k, v and a row a warp.
+			sh.maxK, sh.attention = max(sh.maxK, (3+decodeWarps)*dim), true
+			out := heads
+			out.kind, out.w, out.n, out.k, out.stage, out.src, out.z, out.epi, out.out = phGEMV, bl.OutProj.DevicePtr(), int32(h),
+				int32(bl.Heads*dim), stAttn, bufAttnPart, bufQKV, epAdd, bufX
+			if out, err = gemv(out, false); err != nil {
+				return prog, sh, fmt.Errorf("block %d o_proj: %w", i, err)
+			}
+			fs[0], fs[1], fs[2], nf = qkv, att, out, 3
+		case bl.InProj == nil:
 			inter := bl.Down.Dim(1)
 			up, err := gemv(phase{kind: phGEMV, w: bl.GateUp.DevicePtr(), n: int32(inter), k: int32(h), stage: stNorm, normw: norm,
 				eps: d.Eps, src: bufX, epi: epGLU, out: bufHid}, true)
@@ -290,7 +332,7 @@ func buildProgram(prog []int32, d *rt.DecodeLayersArgs) ([]int32, progShape, err
 				return prog, sh, fmt.Errorf("block %d down: %w", i, err)
 			}
 			fs[0], fs[1], nf = up, down, 2
-		} else {
+		default:
 			hv, dk, dv := bl.RecStates.Dim(1), bl.RecStates.Dim(2), bl.RecStates.Dim(3)
 			hk, kc := bl.KeyHeads, bl.ConvW.Dim(1)
 			ch, vd := 2*hk*dk+hv*dv, hv*dv
@@ -324,14 +366,6 @@ func buildProgram(prog []int32, d *rt.DecodeLayersArgs) ([]int32, progShape, err
 		for j := range nf {
 			prog = fs[j].append(prog)
 		}
-	}
-	if d.AttnIn != nil {
-		f, err := gemv(phase{kind: phGEMV, w: d.AttnIn.DevicePtr(), n: int32(d.AttnIn.Dim(0)), k: int32(h), stage: stNorm,
-			normw: d.AttnNorm.DevicePtr(), eps: d.Eps, src: bufX, epi: epStore, out: bufQKV}, false)
-		if err != nil {
-			return prog, sh, fmt.Errorf("attention's qkv: %w", err)
-		}
-		prog = f.append(prog)
 	}
 	return prog, sh, nil
 }

@@ -151,16 +151,19 @@ func summarisePhases(words []int32, times []uint64, grid int) *phaseSummary {
 // describePhase names a phase by its kind and shape.
 func describePhase(w []int32) string {
 	kind, n, k, stage, epi := w[18], w[19], w[20], w[21], w[22]
-	if kind == phRule {
+	switch kind {
+	case phRule:
 		return fmt.Sprintf("rule %dx%dx%d", w[26], w[27], w[28])
+	case phAttn:
+		return fmt.Sprintf("attention %dx%dx%d", w[44], w[45], w[46])
 	}
 	name := map[int32]string{epStore: "gemv", epAdd: "gemv+add", epConv: "gemv+conv", epGLU: "gate/up"}[epi]
 	if stage == stNorm {
 		name = "norm " + name
 	} else if stage == stGated {
 		name = "gated " + name
-	} else if stage == stSigmul {
-		name = "sigmoid-gated " + name
+	} else if stage == stAttn {
+		name = "attention-merging " + name
 	}
 	return fmt.Sprintf("%s %dx%d", name, n, k)
 }
