@@ -916,7 +916,7 @@ func checkRowIndex(c *check, rows []int32, n int) {
 }
 
 // maxDecodeOperands bounds DecodeLayers' operand list, which lives on the
-// stack (a decode step allocates nothing): 12 a layer of 80.
+// stack (a decode step allocates nothing): up to 12 a layer, so 80 layers.
 const maxDecodeOperands = 1024
 
 // DecodeLayers runs a batch-1 decode step through a run of dense blocks as
@@ -965,6 +965,10 @@ func checkDecodeAttention(c *check, d *DecodeLayersArgs, bl *DecodeBlock, matrix
 	if bl.KCache.Rank() == 3 {
 		rows = bl.KCache.shape[0]
 	}
+	used := 0 // the table's blocks that hold positions 0..Pos
+	if d.BlockSize > 0 {
+		used = (int(d.Pos) + d.BlockSize) / d.BlockSize
+	}
 	switch {
 	case !(hkv > 0 && hq%hkv == 0 && dim > 0):
 		c.failf(ErrShape, "%d query heads over %d key heads of %d", hq, hkv, dim)
@@ -974,13 +978,13 @@ func checkDecodeAttention(c *check, d *DecodeLayersArgs, bl *DecodeBlock, matrix
 		c.failf(ErrShape, "q_norm %v and k_norm %v for head dim %d", bl.QNorm.shape, bl.KNorm.shape, dim)
 	case !sameInts(bl.KCache.shape, []int{rows, hkv, dim}) || !sameInts(bl.VCache.shape, bl.KCache.shape):
 		c.failf(ErrShape, "caches %v and %v for %d key heads of %d", bl.KCache.shape, bl.VCache.shape, hkv, dim)
-	case d.BlockSize <= 0 || int(d.Pos) < 0 || len(d.Table) < (int(d.Pos)+d.BlockSize)/d.BlockSize:
+	case d.BlockSize <= 0 || d.Pos < 0 || len(d.Table) < used:
 		c.failf(ErrShape, "position %d with %d blocks of %d", d.Pos, len(d.Table), d.BlockSize)
 	case d.KVRow < 0 || int(d.KVRow) >= rows:
 		c.failf(ErrShape, "cache row %d outside the %d rows", d.KVRow, rows)
 	}
 	if c.err == nil {
-		for _, b := range d.Table[:(int(d.Pos)+d.BlockSize)/d.BlockSize] {
+		for _, b := range d.Table[:used] {
 			if b < 0 || (int(b)+1)*d.BlockSize > rows {
 				c.failf(ErrShape, "block %d of the table outside the cache's %d rows", b, rows)
 				break

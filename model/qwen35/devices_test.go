@@ -519,25 +519,34 @@ func TestPersistentDecodeMatchesOpByOp(t *testing.T) {
 	}
 }
 
+// persistentPair synthesizes a small bf16 model of the given layers with
+// DeltaNet heads hk x dk (keys) and hv x dv (values), and loads it on the
+// GPU twice: taking the persistent path, and op by op.
+func persistentPair(t *testing.T, hk, hv, dk, dv int, seed uint64, layers ...qwen35.LayerKind) (cfg *qwen35.Config, fused, chain *qwen35.Model) {
+	t.Helper()
+	be := cudaBackend(t)
+	cfg = &qwen35.Config{Architecture: "synthetic", VocabSize: 512, HiddenSize: 256, IntermediateSize: 512, NumLayers: len(layers),
+		RMSNormEps: 1e-6, TieEmbeddings: true, MaxPositions: 4096, NumHeads: 4, NumKVHeads: 2, HeadDim: 64, RotaryDim: 32,
+		RopeTheta: 1e7, ConvKernel: 4, LinKeyHeads: hk, LinValueHeads: hv, LinKeyDim: dk, LinValueDim: dv,
+		EOSTokenIDs: []int{511}, Layers: layers}
+	path := filepath.Join(t.TempDir(), "synth.gguf")
+	if err := qwen35.Synth(cfg, "bf16", path, seed, nil); err != nil {
+		t.Fatal(err)
+	}
+	fused = loadOn(t, be, path, qwen35.Options{})
+	chain = loadOn(t, be, path, qwen35.Options{OpByOp: true})
+	if !qwen35.Persistent(fused) {
+		t.Fatal("the synthesized model does not take the persistent path")
+	}
+	return cfg, fused, chain
+}
+
 // TestPersistentDecodeLongContext decodes after a 700-token prompt, so that
 // decode_layers' attention splits each head's keys into its most chunks
 // (DecodeAttnSplit, of 44 keys) over a table of 44 blocks and merges them:
 // the persistent steps must agree with op by op.
 func TestPersistentDecodeLongContext(t *testing.T) {
-	be := cudaBackend(t)
-	cfg := &qwen35.Config{Architecture: "synthetic", VocabSize: 512, HiddenSize: 256, IntermediateSize: 512, NumLayers: 2,
-		RMSNormEps: 1e-6, TieEmbeddings: true, MaxPositions: 4096, NumHeads: 4, NumKVHeads: 2, HeadDim: 64, RotaryDim: 32,
-		RopeTheta: 1e7, ConvKernel: 4, LinKeyHeads: 2, LinValueHeads: 4, LinKeyDim: 64, LinValueDim: 64,
-		EOSTokenIDs: []int{511}, Layers: []qwen35.LayerKind{qwen35.LinearAttention, qwen35.FullAttention}}
-	path := filepath.Join(t.TempDir(), "long.gguf")
-	if err := qwen35.Synth(cfg, "bf16", path, 11, nil); err != nil {
-		t.Fatal(err)
-	}
-	fused := loadOn(t, be, path, qwen35.Options{})
-	chain := loadOn(t, be, path, qwen35.Options{OpByOp: true})
-	if !qwen35.Persistent(fused) {
-		t.Fatal("the synthesized model does not take the persistent path")
-	}
+	cfg, fused, chain := persistentPair(t, 2, 4, 64, 64, 11, qwen35.LinearAttention, qwen35.FullAttention)
 	ids := make([]int32, 706)
 	for i := range ids {
 		ids[i] = int32((i*7919 + 13) % 511)
@@ -571,22 +580,10 @@ func TestPersistentDecodeLongContext(t *testing.T) {
 // op: the fixtures' four heads leave a warp one head, so a kernel that
 // mixed up heads it holds together would pass them.
 func TestPersistentDecodeWideHeads(t *testing.T) {
-	be := cudaBackend(t)
 	for _, s := range []struct{ hk, hv, dk, dv int }{{8, 16, 128, 128}, {8, 32, 64, 64}, {4, 24, 128, 128}} {
 		t.Run(fmt.Sprintf("%dx%d_%dx%d", s.hk, s.dk, s.hv, s.dv), func(t *testing.T) {
-			cfg := &qwen35.Config{Architecture: "synthetic", VocabSize: 512, HiddenSize: 256, IntermediateSize: 512, NumLayers: 4,
-				RMSNormEps: 1e-6, TieEmbeddings: true, MaxPositions: 4096, NumHeads: 4, NumKVHeads: 2, HeadDim: 64, RotaryDim: 32,
-				RopeTheta: 1e7, ConvKernel: 4, LinKeyHeads: s.hk, LinValueHeads: s.hv, LinKeyDim: s.dk, LinValueDim: s.dv,
-				EOSTokenIDs: []int{511}, Layers: []qwen35.LayerKind{qwen35.LinearAttention, qwen35.LinearAttention, qwen35.LinearAttention, qwen35.FullAttention}}
-			path := filepath.Join(t.TempDir(), "wide.gguf")
-			if err := qwen35.Synth(cfg, "bf16", path, 7, nil); err != nil {
-				t.Fatal(err)
-			}
-			fused := loadOn(t, be, path, qwen35.Options{})
-			chain := loadOn(t, be, path, qwen35.Options{OpByOp: true})
-			if !qwen35.Persistent(fused) {
-				t.Fatal("the synthesized model does not take the persistent path")
-			}
+			cfg, fused, chain := persistentPair(t, s.hk, s.hv, s.dk, s.dv, 7,
+				qwen35.LinearAttention, qwen35.LinearAttention, qwen35.LinearAttention, qwen35.FullAttention)
 			ids := []int32{3, 141, 59, 265, 358, 97, 93, 238}
 			got, want := run(t, fused, ids, 1), run(t, chain, ids, 1)
 			if d, i := oracle.MaxDiff(got, want); d > 1e-3 || d != d {

@@ -49,7 +49,7 @@ func (m *Model) persistentPath() error {
 }
 
 // decodeBlocks returns the layers as blocks of DecodeLayers over c's
-// states and caches, made at first use.
+// states, made at first use.
 func (m *Model) decodeBlocks(c *Cache) []rt.DecodeBlock {
 	if c.blocks != nil {
 		return c.blocks
@@ -61,8 +61,8 @@ func (m *Model) decodeBlocks(c *Cache) []rt.DecodeBlock {
 		if l.Kind == FullAttention {
 			a := l.Attention
 			blocks = append(blocks, rt.DecodeBlock{Norm: l.InputNorm, QKV: a.In.Fused, QNorm: a.QNorm, KNorm: a.KNorm,
-				KCache: c.k[i], VCache: c.v[i], OutProj: a.OProj, Heads: cfg.NumHeads, KVHeads: cfg.NumKVHeads,
-				HeadDim: cfg.HeadDim, RotaryDim: cfg.RotaryDim, Theta: cfg.RopeTheta})
+				OutProj: a.OProj, Heads: cfg.NumHeads, KVHeads: cfg.NumKVHeads, HeadDim: cfg.HeadDim,
+				RotaryDim: cfg.RotaryDim, Theta: cfg.RopeTheta}) // the caches are set each step
 		} else {
 			n := l.DeltaNet
 			blocks = append(blocks, rt.DecodeBlock{Norm: l.InputNorm, InProj: n.In.Fused, ConvW: n.Conv, ConvStates: c.conv[i],

@@ -764,13 +764,14 @@ __device__ void attend(const Phase& p, const Ptr& a, const int* step, float* xs,
         int h = it / ch.S, c = it % ch.S, kh = h / group;
         int p0 = c * ch.len, p1 = min(ch.n, p0 + ch.len);
         bool own = p0 <= pos && pos < p1;
-        const float* kx = a.src + (i64)p.hq * 2 * dim + (i64)kh * dim;
+        const float* kx = a.src + (i64)p.hq * 2 * dim + (i64)kh * dim; // the step's key, then its value rows
+        const float* vx = kx + (i64)p.hkv * dim;
         if (warp == 0) {
             norm_rope(qs, a.src + (i64)h * 2 * dim, p.normw, p, pos, lane);
         } else if (warp == 1 && own) {
             norm_rope(ks, kx, p.kw, p, pos, lane);
         } else if (warp == 2 && own) {
-            for (int i = lane; i < dim; i += 32) vs[i] = ld_cg(kx + width + i);
+            for (int i = lane; i < dim; i += 32) vs[i] = ld_cg(vx + i);
         }
         consumers_sync();
         if (own && h % group == 0)
