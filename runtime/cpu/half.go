@@ -42,31 +42,54 @@ func matMulHalf(dst, x, w *rt.Tensor) {
 		return
 	}
 	t := halfMatTasks.get()
-	*t = halfMatTask{f16: f16, w: wh, k: k, m: m, rowBlock: max(4, min(m, (256<<10)/(4*k))), x: xf, xs: xs, out: d, ds: ds}
-	parallelTask(n, max(1, 16384/max(1, m*k)), t)
+	*t = halfMatTask{f16: f16, w: wh, k: k, n: n, m: m, rowBlock: halfRowBlock(m, k), x: xf, xs: xs, out: d, ds: ds}
+	parallelTask((n+3)/4, max(1, 4096/max(1, m*k)), t)
 	halfMatTasks.put(t)
 }
 
-// halfMatTask runs weight rows [lo, hi) of matMulHalf against every
-// activation row, rowBlock rows (about 256 KB) per pass.
+// halfRowBlock is how many activation rows a pass of halfMatTask takes:
+// about 256 KB of them, so that they stay in L2 while the weight rows go by,
+// and a multiple of the tile's 6 rows.
+func halfRowBlock(m, k int) int {
+	return min(m, max(6, (256<<10)/(4*k)/6*6))
+}
+
+// halfMatTask runs weight rows [4·lo, 4·hi) of matMulHalf against every
+// activation row, rowBlock rows per pass: in 6×4 tiles (halfTile64), each
+// 4 weight rows in L1 against the pass's rows from L2; the rows beyond the
+// last whole tile one weight row at a time (halfRows).
 type halfMatTask struct {
-	f16            bool
-	w              []uint16
-	k, m, rowBlock int
-	x              []float32
-	xs             int
-	out            []float32
-	ds             int
+	f16               bool
+	w                 []uint16
+	k, n, m, rowBlock int
+	x                 []float32
+	xs                int
+	out               []float32
+	ds                int
 }
 
 var halfMatTasks taskPool[halfMatTask]
 
 func (t *halfMatTask) run(lo, hi int) {
-	k := t.k
+	k, x, out := t.k, t.x, t.out
+	lo, hi = 4*lo, min(4*hi, t.n)
 	for r0 := 0; r0 < t.m; r0 += t.rowBlock {
 		rows := min(t.rowBlock, t.m-r0)
-		for j := lo; j < hi; j++ {
-			halfRows(t.f16, t.w[j*k:(j+1)*k], t.x[r0*t.xs:], rows, t.xs, t.out[r0*t.ds+j:], t.ds)
+		tiled := rows - rows%6
+		j := lo
+		for ; j+4 <= hi; j += 4 {
+			w := t.w[j*k : (j+4)*k]
+			for r := r0; r < r0+tiled; r += 6 {
+				halfTile64(t.f16, w, k, x[r*t.xs:], t.xs, out[r*t.ds+j:], t.ds)
+			}
+			if tiled < rows {
+				for c := range 4 {
+					halfRows(t.f16, w[c*k:(c+1)*k], x[(r0+tiled)*t.xs:], rows-tiled, t.xs, out[(r0+tiled)*t.ds+j+c:], t.ds)
+				}
+			}
+		}
+		for ; j < hi; j++ {
+			halfRows(t.f16, t.w[j*k:(j+1)*k], x[r0*t.xs:], rows, t.xs, out[r0*t.ds+j:], t.ds)
 		}
 	}
 }

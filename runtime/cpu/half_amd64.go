@@ -7,6 +7,12 @@ func bf16RowsAVX512(w *uint16, k int, x *float32, rows, xStride int, out *float3
 func f16RowsAVX512(w *uint16, k int, x *float32, rows, xStride int, out *float32, outStride int)
 
 //go:noescape
+func bf16Tile64AVX512(w *uint16, wStride, k int, x *float32, xStride int, out *float32, outStride int)
+
+//go:noescape
+func f16Tile64AVX512(w *uint16, wStride, k int, x *float32, xStride int, out *float32, outStride int)
+
+//go:noescape
 func bf16DecodeAVX512(nrows int, w *uint16, k int, x *float32, out *float32)
 
 //go:noescape
@@ -23,6 +29,20 @@ func halfRows(f16 bool, w []uint16, x []float32, rows, xStride int, out []float3
 		f16RowsAVX512(&w[0], k, &x[0], rows, xStride*4, &out[0], outStride*4)
 	} else {
 		bf16RowsAVX512(&w[0], k, &x[0], rows, xStride*4, &out[0], outStride*4)
+	}
+}
+
+// halfTile64 computes the 6×4 tile out[r·outStride + c] = weight row c (k
+// apart in w) · activation row r (xStride apart in x), for r < 6, c < 4; k
+// is a multiple of 16.
+func halfTile64(f16 bool, w []uint16, k int, x []float32, xStride int, out []float32, outStride int) {
+	_ = w[3*k+k-1]
+	_ = x[5*xStride+k-1]
+	_ = out[5*outStride+3]
+	if f16 {
+		f16Tile64AVX512(&w[0], 2*k, k, &x[0], 4*xStride, &out[0], 4*outStride)
+	} else {
+		bf16Tile64AVX512(&w[0], 2*k, k, &x[0], 4*xStride, &out[0], 4*outStride)
 	}
 }
 

@@ -112,6 +112,110 @@ ddone: \
 	VZEROUPPER \
 	RET
 
+// RED4: the four row sums of accumulators A..D (one activation row against
+// four weight rows) into X-register XD (the low half of YD), stored at OUT.
+// YA..YD must be Y0–Y15 (VHADDPS has no EVEX form); clobbers Y24.
+#define RED4(ZA, ZB, ZC, ZD, YSA, YSB, YSC, YSD, YA, YB, YC, YD, XA, XB, OUT) \
+	VEXTRACTF64X4 $1, ZA, Y24 \
+	VADDPS Y24, YSA, YA \
+	VEXTRACTF64X4 $1, ZB, Y24 \
+	VADDPS Y24, YSB, YB \
+	VEXTRACTF64X4 $1, ZC, Y24 \
+	VADDPS Y24, YSC, YC \
+	VEXTRACTF64X4 $1, ZD, Y24 \
+	VADDPS Y24, YSD, YD \
+	VHADDPS YB, YA, YA \
+	VHADDPS YD, YC, YC \
+	VHADDPS YC, YA, YA \
+	VEXTRACTF128 $1, YA, XB \
+	VADDPS XB, XA, XA \
+	VMOVUPS XA, OUT
+
+// ROW4: accumulators A..D += activation row X (Z register) times the four
+// widened weight rows Z24..Z27.
+#define ROW4(X, A, B, C, D) \
+	VFMADD231PS Z24, X, A \
+	VFMADD231PS Z25, X, B \
+	VFMADD231PS Z26, X, C \
+	VFMADD231PS Z27, X, D
+
+// H16TILE: a 6×4 tile, out[r·outStride + c] = activation row r · weight
+// row c for r < 6, c < 4, with the 24 sums in registers: each 16 weights of
+// a row are widened once for six rows and each 16 activations loaded once
+// for four, so that the loop is bound by its multiplies, not its loads (the
+// one-weight-row kernel above loads once per multiply). Strides in bytes;
+// k a multiple of 16.
+#define H16TILE(WIDEN) \
+	MOVQ w+0(FP), SI \
+	MOVQ wStride+8(FP), R8 \
+	MOVQ k+16(FP), CX \
+	MOVQ x+24(FP), DI \
+	MOVQ xStride+32(FP), R10 \
+	MOVQ out+40(FP), R12 \
+	MOVQ outStride+48(FP), R13 \
+	LEAQ (R8)(R8*2), BX \
+	LEAQ (R10)(R10*2), R14 \
+	LEAQ (DI)(R10*4), DX \
+	VPXORD Z0, Z0, Z0 \
+	VPXORD Z1, Z1, Z1 \
+	VPXORD Z2, Z2, Z2 \
+	VPXORD Z3, Z3, Z3 \
+	VPXORD Z4, Z4, Z4 \
+	VPXORD Z5, Z5, Z5 \
+	VPXORD Z6, Z6, Z6 \
+	VPXORD Z7, Z7, Z7 \
+	VPXORD Z8, Z8, Z8 \
+	VPXORD Z9, Z9, Z9 \
+	VPXORD Z10, Z10, Z10 \
+	VPXORD Z11, Z11, Z11 \
+	VPXORD Z12, Z12, Z12 \
+	VPXORD Z13, Z13, Z13 \
+	VPXORD Z14, Z14, Z14 \
+	VPXORD Z15, Z15, Z15 \
+	VPXORD Z16, Z16, Z16 \
+	VPXORD Z17, Z17, Z17 \
+	VPXORD Z18, Z18, Z18 \
+	VPXORD Z19, Z19, Z19 \
+	VPXORD Z20, Z20, Z20 \
+	VPXORD Z21, Z21, Z21 \
+	VPXORD Z22, Z22, Z22 \
+	VPXORD Z23, Z23, Z23 \
+tloop: \
+	WIDEN((SI), Z24) \
+	WIDEN((SI)(R8*1), Z25) \
+	WIDEN((SI)(R8*2), Z26) \
+	WIDEN((SI)(BX*1), Z27) \
+	VMOVUPS (DI), Z28 \
+	VMOVUPS (DI)(R10*1), Z29 \
+	VMOVUPS (DI)(R10*2), Z30 \
+	VMOVUPS (DI)(R14*1), Z31 \
+	ROW4(Z28, Z0, Z1, Z2, Z3) \
+	ROW4(Z29, Z4, Z5, Z6, Z7) \
+	VMOVUPS (DX), Z28 \
+	VMOVUPS (DX)(R10*1), Z29 \
+	ROW4(Z30, Z8, Z9, Z10, Z11) \
+	ROW4(Z31, Z12, Z13, Z14, Z15) \
+	ROW4(Z28, Z16, Z17, Z18, Z19) \
+	ROW4(Z29, Z20, Z21, Z22, Z23) \
+	ADDQ $32, SI \
+	ADDQ $64, DI \
+	ADDQ $64, DX \
+	SUBQ $16, CX \
+	JNZ tloop \
+	RED4(Z0, Z1, Z2, Z3, Y0, Y1, Y2, Y3, Y0, Y1, Y2, Y3, X0, X1, (R12)) \
+	ADDQ R13, R12 \
+	RED4(Z4, Z5, Z6, Z7, Y4, Y5, Y6, Y7, Y4, Y5, Y6, Y7, X4, X5, (R12)) \
+	ADDQ R13, R12 \
+	RED4(Z8, Z9, Z10, Z11, Y8, Y9, Y10, Y11, Y8, Y9, Y10, Y11, X8, X9, (R12)) \
+	ADDQ R13, R12 \
+	RED4(Z12, Z13, Z14, Z15, Y12, Y13, Y14, Y15, Y12, Y13, Y14, Y15, X12, X13, (R12)) \
+	ADDQ R13, R12 \
+	RED4(Z16, Z17, Z18, Z19, Y16, Y17, Y18, Y19, Y0, Y1, Y2, Y3, X0, X1, (R12)) \
+	ADDQ R13, R12 \
+	RED4(Z20, Z21, Z22, Z23, Y20, Y21, Y22, Y23, Y4, Y5, Y6, Y7, X4, X5, (R12)) \
+	VZEROUPPER \
+	RET
+
 // func bf16RowsAVX512(w *uint16, k int, x *float32, rows, xStride int, out *float32, outStride int)
 TEXT ·bf16RowsAVX512(SB), NOSPLIT, $0-56
 	H16ROWS(WIDEN_BF16)
@@ -127,3 +231,11 @@ TEXT ·bf16DecodeAVX512(SB), NOSPLIT, $0-40
 // func f16DecodeAVX512(nrows int, w *uint16, k int, x *float32, out *float32)
 TEXT ·f16DecodeAVX512(SB), NOSPLIT, $0-40
 	H16DECODE(WIDEN_F16)
+
+// func bf16Tile64AVX512(w *uint16, wStride, k int, x *float32, xStride int, out *float32, outStride int)
+TEXT ·bf16Tile64AVX512(SB), NOSPLIT, $0-56
+	H16TILE(WIDEN_BF16)
+
+// func f16Tile64AVX512(w *uint16, wStride, k int, x *float32, xStride int, out *float32, outStride int)
+TEXT ·f16Tile64AVX512(SB), NOSPLIT, $0-56
+	H16TILE(WIDEN_F16)

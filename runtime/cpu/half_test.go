@@ -15,7 +15,7 @@ func TestHalfMatMulAgrees(t *testing.T) {
 	}
 	rng := rand.New(rand.NewPCG(13, 14))
 	for _, dt := range []rt.DType{rt.BF16, rt.F16} {
-		for _, shape := range [][3]int{{1, 32, 3}, {1, 1024, 70}, {3, 96, 5}, {7, 1024, 33}, {70, 64, 9}} {
+		for _, shape := range [][3]int{{1, 32, 3}, {1, 1024, 70}, {3, 96, 5}, {7, 1024, 33}, {70, 64, 9}, {6, 32, 4}, {13, 1024, 11}, {131, 2048, 10}, {64, 96, 8}} {
 			m, k, n := shape[0], shape[1], shape[2]
 			w := rt.New(dt, n, k)
 			for i, v := range randF32(rng, n*k, 0.1) {
