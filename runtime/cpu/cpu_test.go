@@ -316,9 +316,16 @@ func deltaReference(q, k, v, g, beta, state *rt.Tensor) []float64 {
 }
 
 func TestDeltaRuleChunkedAndRecurrentMatchReference(t *testing.T) {
+	// The second shape's value rows (64) take the assembly matrix products.
+	for _, shape := range [][5]int{{37, 2, 4, 8, 6}, {70, 1, 2, 32, 64}} {
+		deltaRuleAgainstReference(t, shape[0], shape[1], shape[2], shape[3], shape[4])
+	}
+}
+
+func deltaRuleAgainstReference(t *testing.T, T, hk, hv, dk, dv int) {
+	t.Helper()
 	be := backend(t)
 	rng := rand.New(rand.NewPCG(7, 8))
-	T, hk, hv, dk, dv := 37, 2, 4, 8, 6
 	unit := func(shape ...int) *rt.Tensor {
 		x := random(rng, 1, shape...)
 		y := rt.New(rt.F32, shape...)
@@ -342,19 +349,19 @@ func TestDeltaRuleChunkedAndRecurrentMatchReference(t *testing.T) {
 		out, st := rt.New(rt.F32, T, hv, dv), clone(init)
 		must(t, be.DeltaRuleChunked(out, q, k, v, g, beta, st, rt.DeltaRuleParams{Chunk: chunk}))
 		if d := maxDiff(out.F32(), wantF); d > 1e-4 {
-			t.Errorf("chunk %d: max diff %g", chunk, d)
+			t.Errorf("dk %d dv %d chunk %d: max diff %g", dk, dv, chunk, d)
 		}
 	}
 	out, st := rt.New(rt.F32, T, hv, dv), clone(init)
 	must(t, be.DeltaRuleRecurrent(out, q, k, v, g, beta, st, rt.DeltaRuleParams{}))
 	if d := maxDiff(out.F32(), wantF); d > 1e-4 {
-		t.Errorf("recurrent: max diff %g", d)
+		t.Errorf("dk %d dv %d recurrent: max diff %g", dk, dv, d)
 	}
 	// The state a chunked pass leaves equals the recurrent one's.
 	st2 := clone(init)
 	must(t, be.DeltaRuleChunked(rt.New(rt.F32, T, hv, dv), q, k, v, g, beta, st2, rt.DeltaRuleParams{Chunk: 16}))
 	if d := maxDiff(st.F32(), st2.F32()); d > 1e-4 {
-		t.Errorf("final states differ by %g", d)
+		t.Errorf("dk %d dv %d: final states differ by %g", dk, dv, d)
 	}
 }
 

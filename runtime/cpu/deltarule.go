@@ -160,28 +160,32 @@ var chunkScratches sync.Pool
 type chunkScratch struct {
 	c, dk, dv int
 	gam       []float32 // cumulative log decay in the chunk
+	dec       []float32 // [C][C]: exp(γ_i − γ_j) for j ≤ i
 	u, wv     []float32 // [C][dv]: U, then V'
 	wk        []float32 // [C][dk]: −W
 	kt        []float32 // [dk][C]: keys scaled for the state update, transposed
-	coef      []float32 // [C]
-	qsc       []float32 // [dk]: a scaled query
+	qm        []float32 // [C][dk]: queries scaled by exp(γ_i)·scale
+	coef      []float32 // [C][C]: the forward substitution's row, then the outputs' (q_i·k_j) weights
+	kq        []float32 // [2C][dk]: the keys, then the queries (normalised where the call asks)
+	gram      []float32 // [2C][C]: k_i·k_j, then q_i·k_j
 	qs, ks    [][]float32
-	qn, kn    []float32 // [C][dk]: normalised q and k, where the call asks
 	vs        [][]float32
-	outRows   [][]float32
 	bs        []float32
 }
 
 func newChunkScratch(c, dk, dv int) *chunkScratch {
 	return &chunkScratch{c: c, dk: dk, dv: dv,
-		gam: make([]float32, c), u: make([]float32, c*dv), wv: make([]float32, c*dv), wk: make([]float32, c*dk),
-		kt: make([]float32, dk*c), coef: make([]float32, c), qsc: make([]float32, dk),
-		qn: make([]float32, c*dk), kn: make([]float32, c*dk),
-		qs: make([][]float32, c), ks: make([][]float32, c), vs: make([][]float32, c), outRows: make([][]float32, c),
+		gam: make([]float32, c), dec: make([]float32, c*c), u: make([]float32, c*dv), wv: make([]float32, c*dv),
+		wk: make([]float32, c*dk), kt: make([]float32, dk*c), qm: make([]float32, c*dk), coef: make([]float32, c*c),
+		kq: make([]float32, 2*c*dk), gram: make([]float32, 2*c*c),
+		qs: make([][]float32, c), ks: make([][]float32, c), vs: make([][]float32, c),
 		bs: make([]float32, c),
 	}
 }
 
+// chunk runs tokens [t0, t0+c) of head d. The three products with the state
+// and the outputs' sum over V' are matrix products (gemmAcc), each state row
+// loaded once per six rows instead of once per token.
 func (d *deltaHead) chunk(t0, c int, w *chunkScratch) {
 	dk, dv, s := d.dk, d.dv, d.s
 	var acc float32
@@ -189,8 +193,21 @@ func (d *deltaHead) chunk(t0, c int, w *chunkScratch) {
 		t := t0 + i
 		acc += d.gAt(t)
 		w.gam[i] = acc
-		w.qs[i], w.ks[i] = d.normed(d.qRow(t), w.qn[i*dk:(i+1)*dk]), d.normed(d.kRow(t), w.kn[i*dk:(i+1)*dk])
-		w.vs[i], w.bs[i], w.outRows[i] = d.vRow(t), d.bAt(t), d.oRow(t)
+		w.ks[i], w.qs[i] = d.packed(d.kRow(t), w.kq[i*dk:(i+1)*dk]), d.packed(d.qRow(t), w.kq[(c+i)*dk:(c+i+1)*dk])
+		w.vs[i], w.bs[i] = d.vRow(t), d.bAt(t)
+		for a, ka := range w.ks[i] {
+			w.kt[a*c+i] = ka
+		}
+	}
+	// Every k_i·k_j and q_i·k_j as one product [K; Q]·Kᵀ.
+	gram := w.gram[:2*c*c]
+	clear(gram)
+	gemmAcc(2*c, c, dk, w.kq, dk, w.kt, c, gram, c)
+	dec := w.dec
+	for i := range c {
+		for j := 0; j <= i; j++ {
+			dec[i*c+j] = float32(math.Exp(float64(w.gam[i] - w.gam[j])))
+		}
 	}
 	// Forward substitution of (I+L) X = B, row by row, for U and −W at once:
 	// row i is B_i − Σ_{j<i} L_ij X_j.
@@ -206,45 +223,65 @@ func (d *deltaHead) chunk(t0, c int, w *chunkScratch) {
 			wki[j] = -bi * x * eg
 		}
 		for j := range i {
-			coef[j] = -bi * dot(w.ks[i], w.ks[j]) * float32(math.Exp(float64(w.gam[i]-w.gam[j])))
+			coef[j] = -bi * gram[i*c+j] * dec[i*c+j]
 		}
 		mvAcc(ui, coef[:i], w.u, dv)
 		mvAcc(wki, coef[:i], w.wk, dk)
 	}
 	// V' = U − W S.
+	copy(w.wv[:c*dv], w.u[:c*dv])
+	gemmAcc(c, dv, dk, w.wk, dk, s, dv, w.wv, dv)
+	// Outputs read the state from before this chunk: out = Q' S + C V',
+	// with Q'_i = q_i exp(γ_i)·scale and C_ij = (q_i·k_j) exp(γ_i − γ_j)·scale
+	// for j ≤ i (0 above the diagonal).
 	for i := range c {
-		vi := w.wv[i*dv : (i+1)*dv]
-		copy(vi, w.u[i*dv:(i+1)*dv])
-		mvAcc(vi, w.wk[i*dk:(i+1)*dk], s, dv)
-	}
-	// Outputs read the state from before this chunk.
-	for i := range c {
-		o := w.outRows[i]
-		clear(o)
 		eg := float32(math.Exp(float64(w.gam[i]))) * d.scale
-		qsc := w.qsc
+		qm := w.qm[i*dk : (i+1)*dk]
 		for a, qa := range w.qs[i] {
-			qsc[a] = qa * eg
+			qm[a] = qa * eg
 		}
-		mvAcc(o, qsc, s, dv)
+		ci := coef[i*c : (i+1)*c]
 		for j := 0; j <= i; j++ {
-			coef[j] = dot(w.qs[i], w.ks[j]) * d.scale * float32(math.Exp(float64(w.gam[i]-w.gam[j])))
+			ci[j] = gram[(c+i)*c+j] * d.scale * dec[i*c+j]
 		}
-		mvAcc(o, coef[:i+1], w.wv, dv)
+		clear(ci[i+1:])
+		clear(d.oRow(t0 + i))
 	}
-	// State update: S ← exp(γ_C) S + Σ_i exp(γ_C − γ_i) k_i ⊗ V'_i, one
-	// state row at a time.
+	o, ldo := d.outRows(t0, c)
+	gemmAcc(c, dv, dk, w.qm, dk, s, dv, o, ldo)
+	gemmAcc(c, dv, c, coef, c, w.wv, dv, o, ldo)
+	// State update: S ← exp(γ_C) S + Σ_i exp(γ_C − γ_i) k_i ⊗ V'_i.
 	last := w.gam[c-1]
 	scal(float32(math.Exp(float64(last))), s)
 	for i := range c {
-		f := float32(math.Exp(float64(last - w.gam[i])))
+		f := dec[(c-1)*c+i]
 		for a, ka := range w.ks[i] {
 			w.kt[a*c+i] = ka * f
 		}
 	}
-	for a := range dk {
-		mvAcc(s[a*dv:(a+1)*dv], w.kt[a*c:(a+1)*c], w.wv, dv)
+	gemmAcc(dk, dv, c, w.kt, c, w.wv, dv, s, dv)
+}
+
+// packed is row x copied (normalised where the call asks) into buf.
+func (d *deltaHead) packed(x, buf []float32) []float32 {
+	if d.normEps > 0 {
+		l2NormRow(buf, x, d.normEps)
+	} else {
+		copy(buf, x)
 	}
+	return buf
+}
+
+// outRows is the output from token t0 on for n tokens, as a matrix: its
+// floats from the first row on and the stride between tokens' rows.
+func (d *deltaHead) outRows(t0, n int) ([]float32, int) {
+	h := d.out.Dim(1)
+	off := d.out.RowOffset(t0*h + d.h)
+	ld := 0
+	if n > 1 {
+		ld = d.out.RowOffset((t0+1)*h+d.h) - off
+	}
+	return d.out.F32()[off:], ld
 }
 
 // deltaRuleSlots runs one recurrent step of each row against its slot's

@@ -1,7 +1,7 @@
 package cpu
 
 // Pure-Go forms of the f32 vector kernels (dot, axpy, scal, mvAcc, mvAcc2,
-// ger, gerScale):
+// ger, gerScale, gemmAcc):
 // the fallbacks, and the reference the assembly is tested against.
 
 func dotGo(a, b []float32) float32 {
@@ -56,5 +56,11 @@ func gerScaleGo(mat []float32, stride int, alpha float32, u, v []float32) {
 		for i := range r {
 			r[i] = alpha*r[i] + c*v[i]
 		}
+	}
+}
+
+func gemmAccGo(m, n, k int, a []float32, lda int, b []float32, ldb int, c []float32, ldc int) {
+	for i := range m {
+		mvAccGo(c[i*ldc:i*ldc+n], a[i*lda:i*lda+k], b, ldb)
 	}
 }

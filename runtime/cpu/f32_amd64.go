@@ -21,6 +21,27 @@ func mvAcc2AVX512(out1, out2 *float32, n int, c1, c2 *float32, m int, mat *float
 //go:noescape
 func gerScaleAVX512(mat *float32, stride int, m, n int, alpha float32, u, v *float32)
 
+//go:noescape
+func gemmAccAVX512(m, n, k int, a *float32, lda int, b *float32, ldb int, c *float32, ldc int)
+
+// gemmAcc computes C += A·B for A [m×k], B [k×n], C [m×n], row-major with
+// row strides lda, ldb and ldc (in elements).
+func gemmAcc(m, n, k int, a []float32, lda int, b []float32, ldb int, c []float32, ldc int) {
+	if m == 0 || n == 0 || k == 0 {
+		return
+	}
+	_ = a[(m-1)*lda+k-1]
+	_ = b[(k-1)*ldb+n-1]
+	_ = c[(m-1)*ldc+n-1]
+	if !hasAVX512 || n%64 != 0 {
+		for i := range m {
+			mvAcc(c[i*ldc:i*ldc+n], a[i*lda:i*lda+k], b, ldb)
+		}
+		return
+	}
+	gemmAccAVX512(m, n, k, &a[0], 4*lda, &b[0], 4*ldb, &c[0], 4*ldc)
+}
+
 // dot is the f32 inner product of a and b[:len(a)].
 func dot(a, b []float32) float32 {
 	b = b[:len(a)]

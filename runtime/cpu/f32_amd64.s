@@ -1,5 +1,29 @@
 #include "textflag.h"
 
+// GLD4 / GST4: four vectors of a C row at (DX), then DX to the next row.
+#define GLD4(A, B, C, D) \
+	VMOVUPS (DX), A \
+	VMOVUPS 64(DX), B \
+	VMOVUPS 128(DX), C \
+	VMOVUPS 192(DX), D \
+	ADDQ R12, DX
+
+#define GST4(A, B, C, D) \
+	VMOVUPS A, (DX) \
+	VMOVUPS B, 64(DX) \
+	VMOVUPS C, 128(DX) \
+	VMOVUPS D, 192(DX) \
+	ADDQ R12, DX
+
+// GFMA4: row accumulators A..D += the A element at ADDR times B's four
+// vectors Z24..Z27.
+#define GFMA4(ADDR, A, B, C, D) \
+	VBROADCASTSS ADDR, Z28 \
+	VFMADD231PS Z24, Z28, A \
+	VFMADD231PS Z25, Z28, B \
+	VFMADD231PS Z26, Z28, C \
+	VFMADD231PS Z27, Z28, D
+
 // func dotAVX512(x, y *float32, n int) float32   (n a multiple of 16)
 TEXT ·dotAVX512(SB), NOSPLIT, $0-28
 	MOVQ x+0(FP), SI
@@ -419,5 +443,105 @@ gs16a:
 	SUBQ $16, CX
 	JMP gs16
 gsend:
+	VZEROUPPER
+	RET
+
+// func gemmAccAVX512(m, n, k int, a *float32, lda int, b *float32, ldb int, c *float32, ldc int)
+// C[i][j] += Σ_p A[i][p]·B[p][j] for i < m, j < n (a multiple of 64),
+// p < k (k ≥ 1); row-major, strides in bytes. Tiles of 6 rows × 64
+// columns keep their 24 sums in registers, so each B vector loaded serves
+// six rows (mvAcc loads one per multiply).
+TEXT ·gemmAccAVX512(SB), NOSPLIT, $0-72
+	MOVQ lda+32(FP), R8
+	LEAQ (R8)(R8*2), R9
+	MOVQ ldb+48(FP), R11
+	MOVQ ldc+64(FP), R12
+	XORQ BX, BX
+gcol:
+	MOVQ n+8(FP), AX
+	SHLQ $2, AX
+	CMPQ BX, AX
+	JGE gdone
+	MOVQ m+0(FP), AX
+	MOVQ a+24(FP), R13
+	MOVQ c+56(FP), R14
+	ADDQ BX, R14
+gsix:
+	CMPQ AX, $6
+	JLT gone
+	MOVQ R14, DX
+	GLD4(Z0, Z1, Z2, Z3)
+	GLD4(Z4, Z5, Z6, Z7)
+	GLD4(Z8, Z9, Z10, Z11)
+	GLD4(Z12, Z13, Z14, Z15)
+	GLD4(Z16, Z17, Z18, Z19)
+	GLD4(Z20, Z21, Z22, Z23)
+	MOVQ R13, SI
+	LEAQ (SI)(R8*4), R10
+	MOVQ b+40(FP), DI
+	ADDQ BX, DI
+	MOVQ k+16(FP), CX
+gsixk:
+	VMOVUPS (DI), Z24
+	VMOVUPS 64(DI), Z25
+	VMOVUPS 128(DI), Z26
+	VMOVUPS 192(DI), Z27
+	GFMA4((SI), Z0, Z1, Z2, Z3)
+	GFMA4((SI)(R8*1), Z4, Z5, Z6, Z7)
+	GFMA4((SI)(R8*2), Z8, Z9, Z10, Z11)
+	GFMA4((SI)(R9*1), Z12, Z13, Z14, Z15)
+	GFMA4((R10), Z16, Z17, Z18, Z19)
+	GFMA4((R10)(R8*1), Z20, Z21, Z22, Z23)
+	ADDQ $4, SI
+	ADDQ $4, R10
+	ADDQ R11, DI
+	DECQ CX
+	JNZ gsixk
+	MOVQ R14, DX
+	GST4(Z0, Z1, Z2, Z3)
+	GST4(Z4, Z5, Z6, Z7)
+	GST4(Z8, Z9, Z10, Z11)
+	GST4(Z12, Z13, Z14, Z15)
+	GST4(Z16, Z17, Z18, Z19)
+	GST4(Z20, Z21, Z22, Z23)
+	MOVQ DX, R14
+	LEAQ (R13)(R8*4), R13
+	LEAQ (R13)(R8*2), R13
+	SUBQ $6, AX
+	JMP gsix
+gone:
+	TESTQ AX, AX
+	JZ gnext
+	MOVQ R14, DX
+	VMOVUPS (DX), Z0
+	VMOVUPS 64(DX), Z1
+	VMOVUPS 128(DX), Z2
+	VMOVUPS 192(DX), Z3
+	MOVQ R13, SI
+	MOVQ b+40(FP), DI
+	ADDQ BX, DI
+	MOVQ k+16(FP), CX
+gonek:
+	VBROADCASTSS (SI), Z28
+	VFMADD231PS (DI), Z28, Z0
+	VFMADD231PS 64(DI), Z28, Z1
+	VFMADD231PS 128(DI), Z28, Z2
+	VFMADD231PS 192(DI), Z28, Z3
+	ADDQ $4, SI
+	ADDQ R11, DI
+	DECQ CX
+	JNZ gonek
+	VMOVUPS Z0, (DX)
+	VMOVUPS Z1, 64(DX)
+	VMOVUPS Z2, 128(DX)
+	VMOVUPS Z3, 192(DX)
+	ADDQ R12, R14
+	ADDQ R8, R13
+	DECQ AX
+	JMP gone
+gnext:
+	ADDQ $256, BX
+	JMP gcol
+gdone:
 	VZEROUPPER
 	RET

@@ -12,3 +12,7 @@ func mvAcc2(out1, out2, c1, c2, mat []float32, stride int) { mvAcc2Go(out1, out2
 func gerScale(mat []float32, stride int, alpha float32, u, v []float32) {
 	gerScaleGo(mat, stride, alpha, u, v)
 }
+
+func gemmAcc(m, n, k int, a []float32, lda int, b []float32, ldb int, c []float32, ldc int) {
+	gemmAccGo(m, n, k, a, lda, b, ldb, c, ldc)
+}

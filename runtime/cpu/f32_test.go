@@ -117,3 +117,23 @@ func TestActivationKernelsAgree(t *testing.T) {
 		check("fma", a, g)
 	}
 }
+
+// TestGemmAccAgrees holds gemmAcc to its Go form over tile remainders
+// (rows around multiples of 6, columns of 64 and not) and padded strides.
+func TestGemmAccAgrees(t *testing.T) {
+	rng := rand.New(rand.NewPCG(7, 8))
+	for _, s := range [][3]int{{1, 64, 1}, {6, 64, 3}, {7, 128, 64}, {13, 192, 5}, {64, 128, 128}, {5, 48, 9}, {12, 16, 2}} {
+		m, n, k := s[0], s[1], s[2]
+		lda, ldb, ldc := k+3, n+16, n+32
+		a, b := randF32(rng, m*lda, 1), randF32(rng, k*ldb, 1)
+		c := randF32(rng, m*ldc, 1)
+		got, want := slices.Clone(c), slices.Clone(c)
+		gemmAcc(m, n, k, a, lda, b, ldb, got, ldc)
+		gemmAccGo(m, n, k, a, lda, b, ldb, want, ldc)
+		for i := range got {
+			if !near(got[i], want[i], 1e-5) {
+				t.Fatalf("gemmAcc m=%d n=%d k=%d at %d: %v, Go form %v", m, n, k, i, got[i], want[i])
+			}
+		}
+	}
+}
