@@ -129,24 +129,41 @@ func kvWrite(cache, x *rt.Tensor, slots []int32) {
 }
 
 // attention computes one (token, head) row per task: scores against the
-// visible keys, an f32 softmax, then the weighted sum of values.
+// visible keys, an f32 softmax, then the weighted sum of values. With
+// AVX-512 and head rows a multiple of 16 it runs in tiles instead
+// (attnTile): up to attnTileTokens tokens of a sequence with the query heads
+// of one key head, so that each key and value row read serves them all.
 func attention(dst, q, k, v *rt.Tensor, seqs []rt.AttnSeq, blockSize int, scale float32) {
 	a := attnTasks.get()
-	rows := a.rows[:0]
+	rows, units := a.rows[:0], a.units[:0]
 	longest := 0
 	for i := range seqs {
 		s := &seqs[i]
 		for t := range s.Len {
 			rows = append(rows, attnRow{int32(i), int32(t)})
 		}
+		for t0 := 0; t0 < s.Len; t0 += attnTileTokens {
+			units = append(units, attnUnit{seq: int32(i), t0: int32(t0), n: int32(min(attnTileTokens, s.Len-t0))})
+		}
 		longest = max(longest, s.Start+s.Len)
 	}
-	*a = attnTask{dst: dst, q: q, ks: k.F32(), vs: v.F32(), hkv: k.Dim(1), seqs: seqs, rows: rows,
+	*a = attnTask{dst: dst, q: q, ks: k.F32(), vs: v.F32(), hkv: k.Dim(1), seqs: seqs, rows: rows, units: units,
 		blockSize: blockSize, longest: longest, scale: scale}
-	parallelTask(len(rows)*q.Dim(1), 1, a)
-	*a = attnTask{rows: rows[:0]} // keep the row list's storage, no tensors
+	if hasAVX512 && q.Dim(2)%16 == 0 {
+		a.tiled = true
+		parallelTask(len(units)*a.hkv, 1, a)
+	} else {
+		parallelTask(len(rows)*q.Dim(1), 1, a)
+	}
+	*a = attnTask{rows: rows[:0], units: units[:0]} // keep the lists' storage, no tensors
 	attnTasks.p.Put(a)
 }
+
+// attnTileTokens is how many tokens of a sequence one attention tile takes.
+const attnTileTokens = 6
+
+// attnUnit is tokens [t0, t0+n) of a sequence, one tile per key head.
+type attnUnit struct{ seq, t0, n int32 }
 
 // attnRow is one query row: a sequence and a token of it.
 type attnRow struct{ seq, t int32 }
@@ -157,6 +174,8 @@ type attnTask struct {
 	hkv       int
 	seqs      []rt.AttnSeq
 	rows      []attnRow
+	units     []attnUnit
+	tiled     bool // tasks are units × key heads (attnTile), not rows × heads
 	blockSize int
 	longest   int
 	scale     float32
@@ -165,6 +184,12 @@ type attnTask struct {
 var attnTasks taskPool[attnTask]
 
 func (a *attnTask) run(lo, hi int) {
+	if a.tiled {
+		for i := lo; i < hi; i++ {
+			a.tile(a.units[i/a.hkv], i%a.hkv)
+		}
+		return
+	}
 	hq, d := a.q.Dim(1), a.q.Dim(2)
 	group, kvWidth := hq/a.hkv, a.hkv*d
 	scores := getF32(a.longest)
@@ -200,4 +225,71 @@ func (a *attnTask) run(lo, hi int) {
 	}
 	putF32(scores)
 	putBytes(cacheRows)
+}
+
+// tile runs unit u against key head kh: its R = n·group query rows (token
+// by token, the group's heads within a token) gathered into a matrix Q,
+// scores S = Q·Kᵀ over the keys the last token sees (f32Tile64, 6 rows × 4
+// keys at a time), each row's softmax over the keys it may see (the causal
+// tail zeroed), then O = P·V block by block (gemmAcc).
+func (a *attnTask) tile(u attnUnit, kh int) {
+	hq, d := a.q.Dim(1), a.q.Dim(2)
+	group, kvWidth, bs := hq/a.hkv, a.hkv*d, a.blockSize
+	s := &a.seqs[u.seq]
+	nr := int(u.n) * group
+	padded := (nr + 5) / 6 * 6
+	keys := s.Start + int(u.t0) + int(u.n) // seen by the unit's last token
+	buf := getF32(padded*d + padded*keys + nr*d)
+	defer putF32(buf)
+	qm, sm, om := buf.f[:padded*d], buf.f[padded*d:padded*(d+keys)], buf.f[padded*(d+keys):]
+	for i := range nr {
+		t, h := s.Row+int(u.t0)+i/group, kh*group+i%group
+		copy(qm[i*d:(i+1)*d], row(a.q, t*hq+h))
+	}
+	clear(qm[nr*d:])
+	for p0 := 0; p0 < keys; p0 += bs {
+		base := int(s.Blocks[p0/bs])*bs*kvWidth + kh*d
+		n := min(bs, keys-p0)
+		j := 0
+		for ; j+4 <= n; j += 4 {
+			for r := 0; r < padded; r += 6 {
+				f32Tile64(a.ks[base+j*kvWidth:], kvWidth, d, qm[r*d:], d, sm[r*keys+p0+j:], keys)
+			}
+		}
+		for ; j < n; j++ {
+			kr := a.ks[base+j*kvWidth:][:d]
+			for r := range nr {
+				sm[r*keys+p0+j] = dot(qm[r*d:(r+1)*d], kr)
+			}
+		}
+	}
+	for i := range nr {
+		sc := sm[i*keys : (i+1)*keys]
+		seen := s.Start + int(u.t0) + i/group + 1
+		mx := float32(math.Inf(-1))
+		for p := range seen {
+			sc[p] *= a.scale
+			mx = max(mx, sc[p])
+		}
+		var sum float64
+		for p := range seen {
+			e := float32(math.Exp(float64(sc[p] - mx)))
+			sc[p] = e
+			sum += float64(e)
+		}
+		inv := float32(1 / sum)
+		for p := range seen {
+			sc[p] *= inv
+		}
+		clear(sc[seen:])
+	}
+	clear(om[:nr*d])
+	for p0 := 0; p0 < keys; p0 += bs {
+		base := int(s.Blocks[p0/bs])*bs*kvWidth + kh*d
+		gemmAcc(nr, d, min(bs, keys-p0), sm[p0:], keys, a.vs[base:], kvWidth, om, d)
+	}
+	for i := range nr {
+		t, h := s.Row+int(u.t0)+i/group, kh*group+i%group
+		copy(row(a.dst, t*hq+h)[:d], om[i*d:(i+1)*d])
+	}
 }

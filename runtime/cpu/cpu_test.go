@@ -412,18 +412,28 @@ func TestConvCarriesState(t *testing.T) {
 
 // TestPagedAttentionMatchesReference runs two sequences in one call over a
 // paged cache whose blocks are out of order.
+type attnTestSeq struct {
+	start, n int
+	blocks   []int32
+	k, v     *rt.Tensor // logical [start+n, hkv, d]
+}
+
+// TestPagedAttentionMatchesReference holds paged attention to float64
+// arithmetic: with 8-wide heads (one row at a time), and with heads of 16
+// and 64 (attnTile's tiles, with key blocks of 2 (no whole group of four
+// keys) and 8, and units of several tokens).
 func TestPagedAttentionMatchesReference(t *testing.T) {
+	pagedAttentionAgainstReference(t, 4, 2, 8, 2, []attnTestSeq{{start: 3, n: 4, blocks: []int32{5, 0, 7, 2}}, {start: 0, n: 3, blocks: []int32{6, 1}}})
+	pagedAttentionAgainstReference(t, 4, 2, 16, 2, []attnTestSeq{{start: 3, n: 4, blocks: []int32{5, 0, 7, 2}}, {start: 0, n: 3, blocks: []int32{6, 1}}})
+	pagedAttentionAgainstReference(t, 8, 2, 64, 8, []attnTestSeq{{start: 5, n: 14, blocks: []int32{3, 0, 7}}, {start: 0, n: 1, blocks: []int32{6}}, {start: 0, n: 9, blocks: []int32{1, 2}}})
+}
+
+func pagedAttentionAgainstReference(t *testing.T, hq, hkv, d, bs int, seqs []attnTestSeq) {
+	t.Helper()
 	be := backend(t)
 	rng := rand.New(rand.NewPCG(11, 12))
-	hq, hkv, d, bs := 4, 2, 8, 2
 	cache := func() (*rt.Tensor, *rt.Tensor) { return rt.New(rt.F32, 8*bs, hkv, d), rt.New(rt.F32, 8*bs, hkv, d) }
 	kc, vc := cache()
-	type seq struct {
-		start, n int
-		blocks   []int32
-		k, v     *rt.Tensor // logical [start+n, hkv, d]
-	}
-	seqs := []seq{{start: 3, n: 4, blocks: []int32{5, 0, 7, 2}}, {start: 0, n: 3, blocks: []int32{6, 1}}}
 	var attn []rt.AttnSeq
 	rows := 0
 	for i := range seqs {
@@ -467,13 +477,13 @@ func TestPagedAttentionMatchesReference(t *testing.T) {
 						o += sc[j] / sum * float64(s.v.F32()[(j*hkv+kh)*d+c])
 					}
 					if diff := math.Abs(o - float64(out.F32()[(r*hq+h)*d+c])); diff > 1e-5 {
-						t.Fatalf("seq %d t=%d h=%d c=%d: diff %g", si, tt, h, c, diff)
+						t.Fatalf("d=%d block %d: seq %d t=%d h=%d c=%d: diff %g", d, bs, si, tt, h, c, diff)
 					}
 				}
 			}
 		}
 	}
-	bad := []rt.AttnSeq{{Row: 0, Len: 4, Start: 3, Blocks: []int32{5, 0, 7}}}
+	bad := []rt.AttnSeq{{Row: 0, Len: seqs[0].n, Start: seqs[0].start, Blocks: seqs[0].blocks[:len(seqs[0].blocks)-1]}}
 	if err := be.Attention(out, q, kc, vc, bad, bs, scale); !errors.Is(err, rt.ErrShape) {
 		t.Fatalf("too few blocks: err = %v", err)
 	}

@@ -13,6 +13,9 @@ func bf16Tile64AVX512(w *uint16, wStride, k int, x *float32, xStride int, out *f
 func f16Tile64AVX512(w *uint16, wStride, k int, x *float32, xStride int, out *float32, outStride int)
 
 //go:noescape
+func f32Tile64AVX512(w *float32, wStride, k int, x *float32, xStride int, out *float32, outStride int)
+
+//go:noescape
 func bf16DecodeAVX512(nrows int, w *uint16, k int, x *float32, out *float32)
 
 //go:noescape
@@ -44,6 +47,14 @@ func halfTile64(f16 bool, w []uint16, k int, x []float32, xStride int, out []flo
 	} else {
 		bf16Tile64AVX512(&w[0], 2*k, k, &x[0], 4*xStride, &out[0], 4*outStride)
 	}
+}
+
+// f32Tile64 is halfTile64 for f32 rows wStride apart in w.
+func f32Tile64(w []float32, wStride, k int, x []float32, xStride int, out []float32, outStride int) {
+	_ = w[3*wStride+k-1]
+	_ = x[5*xStride+k-1]
+	_ = out[5*outStride+3]
+	f32Tile64AVX512(&w[0], 4*wStride, k, &x[0], 4*xStride, &out[0], 4*outStride)
 }
 
 // halfDecode computes out[j] = weight row j of w (k elements, a multiple of

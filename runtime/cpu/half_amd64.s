@@ -10,6 +10,10 @@
 #define WIDEN_F16(ADDR, Z) \
 	VCVTPH2PS ADDR, Z
 
+// F32 rows need no widening (H16TILE serves f32 attention scores too).
+#define LOAD_F32(ADDR, Z) \
+	VMOVUPS ADDR, Z
+
 // H16ROWS: out[r·outStride] = weight row w (k halves, k a multiple of 16)
 // · activation row r (xStride bytes apart), four activation rows at a
 // time. Strides are in bytes.
@@ -144,8 +148,8 @@ ddone: \
 // a row are widened once for six rows and each 16 activations loaded once
 // for four, so that the loop is bound by its multiplies, not its loads (the
 // one-weight-row kernel above loads once per multiply). Strides in bytes;
-// k a multiple of 16.
-#define H16TILE(WIDEN) \
+// k a multiple of 16; WSTEP is the bytes of 16 weights.
+#define H16TILE(WIDEN, WSTEP) \
 	MOVQ w+0(FP), SI \
 	MOVQ wStride+8(FP), R8 \
 	MOVQ k+16(FP), CX \
@@ -197,7 +201,7 @@ tloop: \
 	ROW4(Z31, Z12, Z13, Z14, Z15) \
 	ROW4(Z28, Z16, Z17, Z18, Z19) \
 	ROW4(Z29, Z20, Z21, Z22, Z23) \
-	ADDQ $32, SI \
+	ADDQ $WSTEP, SI \
 	ADDQ $64, DI \
 	ADDQ $64, DX \
 	SUBQ $16, CX \
@@ -234,8 +238,12 @@ TEXT ·f16DecodeAVX512(SB), NOSPLIT, $0-40
 
 // func bf16Tile64AVX512(w *uint16, wStride, k int, x *float32, xStride int, out *float32, outStride int)
 TEXT ·bf16Tile64AVX512(SB), NOSPLIT, $0-56
-	H16TILE(WIDEN_BF16)
+	H16TILE(WIDEN_BF16, 32)
 
 // func f16Tile64AVX512(w *uint16, wStride, k int, x *float32, xStride int, out *float32, outStride int)
 TEXT ·f16Tile64AVX512(SB), NOSPLIT, $0-56
-	H16TILE(WIDEN_F16)
+	H16TILE(WIDEN_F16, 32)
+
+// func f32Tile64AVX512(w *float32, wStride, k int, x *float32, xStride int, out *float32, outStride int)
+TEXT ·f32Tile64AVX512(SB), NOSPLIT, $0-56
+	H16TILE(LOAD_F32, 64)

@@ -14,3 +14,7 @@ func halfDecode(f16 bool, w []uint16, k int, x []float32, out []float32) {
 func halfTile64(f16 bool, w []uint16, k int, x []float32, xStride int, out []float32, outStride int) {
 	panic("cpu: no half-precision kernel")
 }
+
+func f32Tile64(w []float32, wStride, k int, x []float32, xStride int, out []float32, outStride int) {
+	panic("cpu: no tile kernel")
+}
