@@ -239,9 +239,15 @@ func (a *attnTask) tile(u attnUnit, kh int) {
 	nr := int(u.n) * group
 	padded := (nr + 5) / 6 * 6
 	keys := s.Start + int(u.t0) + int(u.n) // seen by the unit's last token
-	buf := getF32(padded*d + padded*keys + nr*d)
+	// Scores are kept to the end of the last block: whether a key's score comes
+	// from the tile or from dot depends on its place in its block only, never
+	// on the unit, so a token's output has the same bits however the batch and
+	// its chunks fall (the slots past the last key are the sequence's own,
+	// finite, and masked).
+	width := (keys + bs - 1) / bs * bs
+	buf := getF32(padded*d + padded*width + nr*d)
 	defer putF32(buf)
-	qm, sm, om := buf.f[:padded*d], buf.f[padded*d:padded*(d+keys)], buf.f[padded*(d+keys):]
+	qm, sm, om := buf.f[:padded*d], buf.f[padded*d:padded*(d+width)], buf.f[padded*(d+width):]
 	for i := range nr {
 		t, h := s.Row+int(u.t0)+i/group, kh*group+i%group
 		copy(qm[i*d:(i+1)*d], row(a.q, t*hq+h))
@@ -251,20 +257,20 @@ func (a *attnTask) tile(u attnUnit, kh int) {
 		base := int(s.Blocks[p0/bs])*bs*kvWidth + kh*d
 		n := min(bs, keys-p0)
 		j := 0
-		for ; j+4 <= n; j += 4 {
+		for ; j < n && j+4 <= bs; j += 4 {
 			for r := 0; r < padded; r += 6 {
-				f32Tile64(a.ks[base+j*kvWidth:], kvWidth, d, qm[r*d:], d, sm[r*keys+p0+j:], keys)
+				f32Tile64(a.ks[base+j*kvWidth:], kvWidth, d, qm[r*d:], d, sm[r*width+p0+j:], width)
 			}
 		}
 		for ; j < n; j++ {
 			kr := a.ks[base+j*kvWidth:][:d]
 			for r := range nr {
-				sm[r*keys+p0+j] = dot(qm[r*d:(r+1)*d], kr)
+				sm[r*width+p0+j] = dot(qm[r*d:(r+1)*d], kr)
 			}
 		}
 	}
 	for i := range nr {
-		sc := sm[i*keys : (i+1)*keys]
+		sc := sm[i*width : i*width+keys]
 		seen := s.Start + int(u.t0) + i/group + 1
 		mx := float32(math.Inf(-1))
 		for p := range seen {
@@ -286,7 +292,7 @@ func (a *attnTask) tile(u attnUnit, kh int) {
 	clear(om[:nr*d])
 	for p0 := 0; p0 < keys; p0 += bs {
 		base := int(s.Blocks[p0/bs])*bs*kvWidth + kh*d
-		gemmAcc(nr, d, min(bs, keys-p0), sm[p0:], keys, a.vs[base:], kvWidth, om, d)
+		gemmAcc(nr, d, min(bs, keys-p0), sm[p0:], width, a.vs[base:], kvWidth, om, d)
 	}
 	for i := range nr {
 		t, h := s.Row+int(u.t0)+i/group, kh*group+i%group

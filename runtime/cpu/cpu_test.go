@@ -796,3 +796,29 @@ func TestArgmax(t *testing.T) {
 		t.Errorf("3 ids for 5 rows: %v, want %v", err, rt.ErrShape)
 	}
 }
+
+// TestAttentionRowBitsIndependentOfChunks: a token's attention output has
+// the same bits in a prefill of the whole sequence and as a decode step on
+// its own, so that a request's output does not depend on how the scheduler
+// cut it (preemption recomputes sequences in other chunks).
+func TestAttentionRowBitsIndependentOfChunks(t *testing.T) {
+	be := backend(t)
+	rng := rand.New(rand.NewPCG(21, 22))
+	hq, hkv, d, bs, n := 8, 2, 64, 8, 13
+	kc, vc := random(rng, 1, 4*bs, hkv, d), random(rng, 1, 4*bs, hkv, d)
+	blocks := []int32{2, 0}
+	q := random(rng, 1, n, hq, d)
+	scale := float32(1 / math.Sqrt(float64(d)))
+	whole := rt.New(rt.F32, n, hq, d)
+	must(t, be.Attention(whole, q, kc, vc, []rt.AttnSeq{{Row: 0, Len: n, Start: 0, Blocks: blocks}}, bs, scale))
+	for tok := range n {
+		qt, _ := q.Slice(0, tok, tok+1)
+		one := rt.New(rt.F32, 1, hq, d)
+		must(t, be.Attention(one, qt, kc, vc, []rt.AttnSeq{{Row: 0, Len: 1, Start: tok, Blocks: blocks}}, bs, scale))
+		for i, v := range one.F32() {
+			if w := whole.F32()[tok*hq*d+i]; math.Float32bits(v) != math.Float32bits(w) {
+				t.Fatalf("token %d, element %d: %v alone, %v in the prefill", tok, i, v, w)
+			}
+		}
+	}
+}

@@ -117,9 +117,12 @@ ddone: \
 	RET
 
 // RED4: the four row sums of accumulators A..D (one activation row against
-// four weight rows) into X-register XD (the low half of YD), stored at OUT.
-// YA..YD must be Y0–Y15 (VHADDPS has no EVEX form); clobbers Y24.
-#define RED4(ZA, ZB, ZC, ZD, YSA, YSB, YSC, YSD, YA, YB, YC, YD, XA, XB, OUT) \
+// four weight rows), stored at OUT, each summed in HSUM's order (halves,
+// quarters, then pairs) so that a row's results do not depend on whether it
+// fell in a tile or went through H16ROWS (a batch's composition must not
+// change its rows' bits). XA..XD must be X0–X15 (VHADDPS has no EVEX form);
+// clobbers Z24.
+#define RED4(ZA, ZB, ZC, ZD, YSA, YSB, YSC, YSD, YA, YB, YC, YD, XA, XB, XC, XD, OUT) \
 	VEXTRACTF64X4 $1, ZA, Y24 \
 	VADDPS Y24, YSA, YA \
 	VEXTRACTF64X4 $1, ZB, Y24 \
@@ -128,11 +131,17 @@ ddone: \
 	VADDPS Y24, YSC, YC \
 	VEXTRACTF64X4 $1, ZD, Y24 \
 	VADDPS Y24, YSD, YD \
-	VHADDPS YB, YA, YA \
-	VHADDPS YD, YC, YC \
-	VHADDPS YC, YA, YA \
-	VEXTRACTF128 $1, YA, XB \
-	VADDPS XB, XA, XA \
+	VEXTRACTF32X4 $1, YA, X24 \
+	VADDPS X24, XA, XA \
+	VEXTRACTF32X4 $1, YB, X24 \
+	VADDPS X24, XB, XB \
+	VEXTRACTF32X4 $1, YC, X24 \
+	VADDPS X24, XC, XC \
+	VEXTRACTF32X4 $1, YD, X24 \
+	VADDPS X24, XD, XD \
+	VHADDPS XB, XA, XA \
+	VHADDPS XD, XC, XC \
+	VHADDPS XC, XA, XA \
 	VMOVUPS XA, OUT
 
 // ROW4: accumulators A..D += activation row X (Z register) times the four
@@ -206,17 +215,17 @@ tloop: \
 	ADDQ $64, DX \
 	SUBQ $16, CX \
 	JNZ tloop \
-	RED4(Z0, Z1, Z2, Z3, Y0, Y1, Y2, Y3, Y0, Y1, Y2, Y3, X0, X1, (R12)) \
+	RED4(Z0, Z1, Z2, Z3, Y0, Y1, Y2, Y3, Y0, Y1, Y2, Y3, X0, X1, X2, X3, (R12)) \
 	ADDQ R13, R12 \
-	RED4(Z4, Z5, Z6, Z7, Y4, Y5, Y6, Y7, Y4, Y5, Y6, Y7, X4, X5, (R12)) \
+	RED4(Z4, Z5, Z6, Z7, Y4, Y5, Y6, Y7, Y4, Y5, Y6, Y7, X4, X5, X6, X7, (R12)) \
 	ADDQ R13, R12 \
-	RED4(Z8, Z9, Z10, Z11, Y8, Y9, Y10, Y11, Y8, Y9, Y10, Y11, X8, X9, (R12)) \
+	RED4(Z8, Z9, Z10, Z11, Y8, Y9, Y10, Y11, Y8, Y9, Y10, Y11, X8, X9, X10, X11, (R12)) \
 	ADDQ R13, R12 \
-	RED4(Z12, Z13, Z14, Z15, Y12, Y13, Y14, Y15, Y12, Y13, Y14, Y15, X12, X13, (R12)) \
+	RED4(Z12, Z13, Z14, Z15, Y12, Y13, Y14, Y15, Y12, Y13, Y14, Y15, X12, X13, X14, X15, (R12)) \
 	ADDQ R13, R12 \
-	RED4(Z16, Z17, Z18, Z19, Y16, Y17, Y18, Y19, Y0, Y1, Y2, Y3, X0, X1, (R12)) \
+	RED4(Z16, Z17, Z18, Z19, Y16, Y17, Y18, Y19, Y0, Y1, Y2, Y3, X0, X1, X2, X3, (R12)) \
 	ADDQ R13, R12 \
-	RED4(Z20, Z21, Z22, Z23, Y20, Y21, Y22, Y23, Y4, Y5, Y6, Y7, X4, X5, (R12)) \
+	RED4(Z20, Z21, Z22, Z23, Y20, Y21, Y22, Y23, Y4, Y5, Y6, Y7, X4, X5, X6, X7, (R12)) \
 	VZEROUPPER \
 	RET
 

@@ -1,6 +1,7 @@
 package cpu
 
 import (
+	"math"
 	"math/rand/v2"
 	"testing"
 
@@ -41,6 +42,35 @@ func TestHalfMatMulAgrees(t *testing.T) {
 						t.Fatalf("%v %v: out[%d,%d] = %v, Go path %v", dt, shape, i, j, g, want)
 					}
 				}
+			}
+		}
+	}
+}
+
+// TestHalfMatMulRowBitsIndependentOfBatch: a row's result has the same bits
+// whether it falls in a 6×4 tile or in the rows after the last tile, so that
+// a request's output does not depend on what it was batched with.
+func TestHalfMatMulRowBitsIndependentOfBatch(t *testing.T) {
+	if !hasAVX512 {
+		t.Skip("no AVX-512: only the Go path runs here")
+	}
+	rng := rand.New(rand.NewPCG(15, 16))
+	m, k, n := 13, 256, 10
+	w := rt.New(rt.BF16, n, k)
+	for i, v := range randF32(rng, n*k, 0.1) {
+		w.U16()[i] = rt.F32ToBF16(v)
+	}
+	xv := randF32(rng, m*k, 1)
+	x, _ := rt.FromF32(xv, m, k)
+	all := rt.New(rt.F32, m, n)
+	matMul(all, x, w)
+	for i := range m - 1 {
+		pair, _ := rt.FromF32(xv[i*k:(i+2)*k], 2, k)
+		got := rt.New(rt.F32, 2, n)
+		matMul(got, pair, w)
+		for j := range n {
+			if a, b := all.F32()[i*n+j], got.F32()[j]; math.Float32bits(a) != math.Float32bits(b) {
+				t.Fatalf("row %d col %d: %v in a batch of %d, %v in a batch of 2", i, j, a, m, b)
 			}
 		}
 	}
