@@ -210,13 +210,7 @@ func (a *attnTask) run(lo, hi int) {
 			sc[p] = dot(qr, a.ks[cr*kvWidth+kh*d:][:d]) * a.scale
 			mx = max(mx, sc[p])
 		}
-		var sum float64
-		for p := range sc {
-			e := float32(math.Exp(float64(sc[p] - mx)))
-			sc[p] = e
-			sum += float64(e)
-		}
-		inv := float32(1 / sum)
+		inv := float32(1 / expShifted(sc, mx))
 		out := row(a.dst, r*hq+h)
 		clear(out[:d])
 		for p, w := range sc {
@@ -277,13 +271,7 @@ func (a *attnTask) tile(u attnUnit, kh int) {
 			sc[p] *= a.scale
 			mx = max(mx, sc[p])
 		}
-		var sum float64
-		for p := range seen {
-			e := float32(math.Exp(float64(sc[p] - mx)))
-			sc[p] = e
-			sum += float64(e)
-		}
-		inv := float32(1 / sum)
+		inv := float32(1 / expShifted(sc[:seen], mx))
 		for p := range seen {
 			sc[p] *= inv
 		}
@@ -298,4 +286,16 @@ func (a *attnTask) tile(u attnUnit, kh int) {
 		t, h := s.Row+int(u.t0)+i/group, kh*group+i%group
 		copy(row(a.dst, t*hq+h)[:d], om[i*d:(i+1)*d])
 	}
+}
+
+// expShifted replaces each score x by exp(x − mx) and returns their sum,
+// summed in float64: the softmax's numerators and denominator.
+func expShifted(sc []float32, mx float32) float64 {
+	var sum float64
+	for p := range sc {
+		e := float32(math.Exp(float64(sc[p] - mx)))
+		sc[p] = e
+		sum += float64(e)
+	}
+	return sum
 }
