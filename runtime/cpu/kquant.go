@@ -105,6 +105,22 @@ func (t *kDecodeTask) run(lo, hi int) {
 	kDecodeRows(t.dt, t.w[lo*t.rb:hi*t.rb], t.rb, &t.a, t.out[lo:hi])
 }
 
+// kDecodeAVX2Task is kDecodeTask for the AVX2 kernels, which read the
+// quantized activation row as it is.
+type kDecodeAVX2Task struct {
+	dt  rt.DType
+	w   []byte
+	rb  int
+	act []byte
+	out []float32
+}
+
+var kDecodeAVX2Tasks taskPool[kDecodeAVX2Task]
+
+func (t *kDecodeAVX2Task) run(lo, hi int) {
+	kDecodeRowsAVX2(t.dt, t.w[lo*t.rb:hi*t.rb], t.rb, t.act, t.out[lo:hi])
+}
+
 // matMulK is matMul for k-quant weights: activations quantized per
 // super-block; one row streams the weights through the decode kernels,
 // several run on prepared super-blocks (kRowsI).
@@ -118,6 +134,14 @@ func matMulK(dst, x, w *rt.Tensor) {
 	wb := w.Bytes()
 	d := dst.F32()
 	ds := dst.Strides()[0]
+	if m == 1 && !kDecodeOK(dt) && kDecodeAVX2OK(dt) {
+		t := kDecodeAVX2Tasks.get()
+		*t = kDecodeAVX2Task{dt: dt, w: wb, rb: rb, act: act.b, out: d}
+		parallelTask(n, 64, t)
+		kDecodeAVX2Tasks.put(t)
+		putBytes(act)
+		return
+	}
 	if m == 1 && kDecodeOK(dt) {
 		buf := getBytes(4 * k)
 		t := kDecodeTasks.get()

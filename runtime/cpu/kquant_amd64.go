@@ -85,3 +85,29 @@ func kDecodeRows(dt rt.DType, w []byte, rowBytes int, a *kAct, out []float32) {
 	_ = a.a32[nb*64-1]
 	q6kDecodeAVX512(len(out), nb, &w[0], rowBytes, &a.q[0], &a.s[0], &a.a32[0], &out[0])
 }
+
+//go:noescape
+func q4kDecodeAVX2(nrows, nblocks int, w *byte, rowBytes int, act *byte, out *float32)
+
+//go:noescape
+func q6kDecodeAVX2(nrows, nblocks int, w *byte, rowBytes int, act *byte, out *float32)
+
+// kDecodeAVX2OK reports whether kDecodeRowsAVX2 has a kernel for dt.
+func kDecodeAVX2OK(dt rt.DType) bool { return hasAVX2 && (dt == rt.Q4_K || dt == rt.Q6_K) }
+
+// kDecodeRowsAVX2 is kDecodeRows for CPUs without VNNI: it reads the
+// activation row act as quantizeRowsK writes it.
+func kDecodeRowsAVX2(dt rt.DType, w []byte, rowBytes int, act []byte, out []float32) {
+	_, bb := dt.Block()
+	nb := rowBytes / bb
+	if len(out) == 0 || nb == 0 {
+		return
+	}
+	_ = w[len(out)*rowBytes-1]
+	_ = act[nb*kActBytes-1]
+	if dt == rt.Q4_K {
+		q4kDecodeAVX2(len(out), nb, &w[0], rowBytes, &act[0], &out[0])
+		return
+	}
+	q6kDecodeAVX2(len(out), nb, &w[0], rowBytes, &act[0], &out[0])
+}

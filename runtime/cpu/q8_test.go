@@ -271,3 +271,43 @@ func TestKQuantDecodeAgrees(t *testing.T) {
 		}
 	}
 }
+
+// TestKQuantDecodeAVX2Agrees holds the AVX2 k-quant decode kernels (for
+// CPUs without VNNI) to the prepared super-block path in Go.
+func TestKQuantDecodeAVX2Agrees(t *testing.T) {
+	if !hasAVX2 {
+		t.Skip("no AVX2")
+	}
+	rng := rand.New(rand.NewPCG(21, 22))
+	for _, dt := range []rt.DType{rt.Q4_K, rt.Q6_K} {
+		for _, k := range []int{256, 1024, 2304} {
+			nsb := k / 256
+			const rows = 5
+			rb := dt.ByteLen(k)
+			var w []byte
+			for r := range rows {
+				wr, _ := quant.Quantize(dt, randF32(rng, k, float32(r+1)/20))
+				w = append(w, wr...)
+			}
+			x := randF32(rng, k, 1)
+			x[3] = 0
+			if k > 256 {
+				clear(x[256:512]) // an all-zero super-block
+			}
+			act := make([]byte, nsb*kActBytes)
+			quantizeQ8KGo(x, act)
+			kSums(act, nsb)
+			got := make([]float32, rows)
+			kDecodeRowsAVX2(dt, w, rb, act, got)
+			p := make([]byte, nsb*kSBBytes)
+			want := make([]float32, 2)
+			for r := range rows {
+				kPrepIGo(dt, w[r*rb:(r+1)*rb], p)
+				kRowsIGo(nsb, p, p, act, 1, nsb*kActBytes, want, 2)
+				if !near(got[r], want[0], 1e-4) {
+					t.Errorf("%v k=%d row %d: AVX2 decode %v, prepared path %v", dt, k, r, got[r], want[0])
+				}
+			}
+		}
+	}
+}
