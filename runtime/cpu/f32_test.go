@@ -13,7 +13,21 @@ func near(a, b float32, tol float64) bool {
 
 // TestF32KernelsAgree holds the vector kernels to their Go forms at
 // lengths around the vector widths and with strided matrices.
-func TestF32KernelsAgree(t *testing.T) {
+func TestF32KernelsAgree(t *testing.T) { eachKernelSet(t, testF32KernelsAgree) }
+
+// eachKernelSet runs f with the CPU's kernels and, where it has AVX-512,
+// again with AVX2's, so that both sets are tested on such a machine.
+func eachKernelSet(t *testing.T, f func(t *testing.T)) {
+	f(t)
+	if hasAVX512 && hasAVX2 {
+		avx512, vnni := hasAVX512, hasVNNI
+		hasAVX512, hasVNNI, vecWidth = false, false, widthOf(false, true)
+		defer func() { hasAVX512, hasVNNI, vecWidth = avx512, vnni, widthOf(avx512, true) }()
+		t.Run("avx2", f)
+	}
+}
+
+func testF32KernelsAgree(t *testing.T) {
 	rng := rand.New(rand.NewPCG(5, 6))
 	for _, n := range []int{1, 15, 16, 17, 64, 100, 128, 130, 256, 300} {
 		x, y := randF32(rng, n, 1), randF32(rng, n, 1)
@@ -120,9 +134,11 @@ func TestActivationKernelsAgree(t *testing.T) {
 
 // TestGemmAccAgrees holds gemmAcc to its Go form over tile remainders
 // (rows around multiples of 6, columns of 64 and not) and padded strides.
-func TestGemmAccAgrees(t *testing.T) {
+func TestGemmAccAgrees(t *testing.T) { eachKernelSet(t, testGemmAccAgrees) }
+
+func testGemmAccAgrees(t *testing.T) {
 	rng := rand.New(rand.NewPCG(7, 8))
-	for _, s := range [][3]int{{1, 64, 1}, {6, 64, 3}, {7, 128, 64}, {13, 192, 5}, {64, 128, 128}, {5, 48, 9}, {12, 16, 2}} {
+	for _, s := range [][3]int{{1, 64, 1}, {6, 64, 3}, {7, 128, 64}, {13, 192, 5}, {64, 128, 128}, {5, 48, 9}, {12, 16, 2}, {7, 40, 3}} {
 		m, n, k := s[0], s[1], s[2]
 		lda, ldb, ldc := k+3, n+16, n+32
 		a, b := randF32(rng, m*lda, 1), randF32(rng, k*ldb, 1)

@@ -105,22 +105,6 @@ func (t *kDecodeTask) run(lo, hi int) {
 	kDecodeRows(t.dt, t.w[lo*t.rb:hi*t.rb], t.rb, &t.a, t.out[lo:hi])
 }
 
-// kDecodeAVX2Task is kDecodeTask for the AVX2 kernels, which read the
-// quantized activation row as it is.
-type kDecodeAVX2Task struct {
-	dt  rt.DType
-	w   []byte
-	rb  int
-	act []byte
-	out []float32
-}
-
-var kDecodeAVX2Tasks taskPool[kDecodeAVX2Task]
-
-func (t *kDecodeAVX2Task) run(lo, hi int) {
-	kDecodeRowsAVX2(t.dt, t.w[lo*t.rb:hi*t.rb], t.rb, t.act, t.out[lo:hi])
-}
-
 // matMulK is matMul for k-quant weights: activations quantized per
 // super-block; one row streams the weights through the decode kernels,
 // several run on prepared super-blocks (kRowsI).
@@ -134,11 +118,8 @@ func matMulK(dst, x, w *rt.Tensor) {
 	wb := w.Bytes()
 	d := dst.F32()
 	ds := dst.Strides()[0]
-	if m == 1 && !kDecodeOK(dt) && kDecodeAVX2OK(dt) {
-		t := kDecodeAVX2Tasks.get()
-		*t = kDecodeAVX2Task{dt: dt, w: wb, rb: rb, act: act.b, out: d}
-		parallelTask(n, 64, t)
-		kDecodeAVX2Tasks.put(t)
+	if !hasVNNI && kAVX2OK(dt) {
+		matMulKAVX2(dst, x, w, act.b)
 		putBytes(act)
 		return
 	}
@@ -224,4 +205,96 @@ func (t *kMatTask) run(lo, hi int) {
 		}
 	}
 	putBytes(prep)
+}
+
+// matMulKAVX2 is matMulK on CPUs without VNNI: the activation rows (act,
+// quantized) are made signed with their 16-element sums, and each weight
+// row is decoded in registers against four activation rows at a time
+// (q4kRows4AVX2), weight rows in blocks that stay in L1 against activation
+// rows from L2; the rows past a multiple of four (a decode step's one) one
+// at a time, with the same bits.
+func matMulKAVX2(dst, x, w *rt.Tensor, act []byte) {
+	m, k, n := x.Dim(0), x.Dim(1), w.Dim(0)
+	nsb := k / 256
+	bs := getBytes(2 * m * nsb * 16)
+	bsums := asI16(bs.b)
+	st := kSignTasks.get()
+	*st = kSignTask{act: act, nsb: nsb, bs: bsums}
+	parallelTask(m, max(1, 4096/k), st)
+	kSignTasks.put(st)
+	dt := w.DType()
+	t := kRows4Tasks.get()
+	*t = kRows4Task{dt: dt, w: w.Bytes(), rb: dt.ByteLen(k), m: m, nsb: nsb,
+		rowBlock: max(4, (256<<10)/(nsb*kActBytes)/4*4), act: act, bs: bsums, out: dst.F32(), ds: dst.Strides()[0]}
+	parallelTask(n, kRows4Block, t)
+	kRows4Tasks.put(t)
+	putBytes(bs)
+}
+
+// kRows4Block is the weight rows that kRows4Task runs against each group
+// of activation rows: 32 rows of 1,024 Q4_K weights are 18 KB, in L1.
+const kRows4Block = 32
+
+type kSignTask struct {
+	act []byte
+	nsb int
+	bs  []int16
+}
+
+var kSignTasks taskPool[kSignTask]
+
+func (t *kSignTask) run(lo, hi int) {
+	for i := lo; i < hi; i++ {
+		kSigned(t.act[i*t.nsb*kActBytes:(i+1)*t.nsb*kActBytes], t.bs[i*t.nsb*16:(i+1)*t.nsb*16])
+	}
+}
+
+// kSigned turns quantized super-blocks (as quantizeRowsK writes them) into
+// the form kRows4AVX2 reads: the integers signed (not +128), and the sum of
+// each 16 of them in bs.
+func kSigned(act []byte, bs []int16) {
+	for sb := range len(act) / kActBytes {
+		q := act[sb*kActBytes : sb*kActBytes+256]
+		for j := range 16 {
+			var sum int32
+			for i := 16 * j; i < 16*j+16; i++ {
+				v := int8(q[i] ^ 0x80)
+				q[i] = byte(v)
+				sum += int32(v)
+			}
+			bs[sb*16+j] = int16(sum)
+		}
+	}
+}
+
+// kRows4Task runs weight rows [lo, hi) of matMulKAVX2 against every
+// activation row, rowBlock rows (about 256 KB) per pass.
+type kRows4Task struct {
+	dt                   rt.DType
+	w                    []byte
+	rb, m, nsb, rowBlock int
+	act                  []byte
+	bs                   []int16
+	out                  []float32
+	ds                   int
+}
+
+var kRows4Tasks taskPool[kRows4Task]
+
+func (t *kRows4Task) run(lo, hi int) {
+	as, bn := t.nsb*kActBytes, t.nsb*16
+	for r0 := 0; r0 < t.m; r0 += t.rowBlock {
+		r1 := min(t.m, r0+t.rowBlock)
+		for j0 := lo; j0 < hi; j0 += kRows4Block {
+			j1 := min(hi, j0+kRows4Block)
+			w := t.w[j0*t.rb : j1*t.rb]
+			r := r0
+			for ; r+4 <= r1; r += 4 {
+				kRows4AVX2(t.dt, w, t.rb, t.act[r*as:], as, t.bs[r*bn:], bn, t.out[r*t.ds+j0:], t.ds)
+			}
+			for ; r < r1; r++ {
+				kRows1AVX2(t.dt, w, t.rb, t.act[r*as:], t.bs[r*bn:], t.out[r*t.ds+j0:r*t.ds+j1])
+			}
+		}
+	}
 }

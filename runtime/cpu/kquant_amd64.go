@@ -87,27 +87,56 @@ func kDecodeRows(dt rt.DType, w []byte, rowBytes int, a *kAct, out []float32) {
 }
 
 //go:noescape
-func q4kDecodeAVX2(nrows, nblocks int, w *byte, rowBytes int, act *byte, out *float32)
+func q4kRows1AVX2(nrows, nblocks int, w *byte, rowBytes int, act *byte, out *float32)
 
 //go:noescape
-func q6kDecodeAVX2(nrows, nblocks int, w *byte, rowBytes int, act *byte, out *float32)
+func q6kRows1AVX2(nrows, nblocks int, w *byte, rowBytes int, act *byte, bsums *int16, out *float32)
 
-// kDecodeAVX2OK reports whether kDecodeRowsAVX2 has a kernel for dt.
-func kDecodeAVX2OK(dt rt.DType) bool { return hasAVX2 && (dt == rt.Q4_K || dt == rt.Q6_K) }
+// kAVX2OK reports whether the AVX2 k-quant kernels (for CPUs without
+// VNNI) take weights of dt.
+func kAVX2OK(dt rt.DType) bool { return hasAVX2 && (dt == rt.Q4_K || dt == rt.Q6_K) }
 
-// kDecodeRowsAVX2 is kDecodeRows for CPUs without VNNI: it reads the
-// activation row act as quantizeRowsK writes it.
-func kDecodeRowsAVX2(dt rt.DType, w []byte, rowBytes int, act []byte, out []float32) {
-	_, bb := dt.Block()
-	nb := rowBytes / bb
-	if len(out) == 0 || nb == 0 {
+// kRows1AVX2 is kRows4AVX2 for one activation row: out[j] for each weight
+// row j of w, with the same bits as the row gets in kRows4AVX2.
+func kRows1AVX2(dt rt.DType, w []byte, rowBytes int, act []byte, bs []int16, out []float32) {
+	n := len(w) / rowBytes
+	nsb := rowBytes / dt.ByteLen(256)
+	if n == 0 || nsb == 0 {
 		return
 	}
-	_ = w[len(out)*rowBytes-1]
-	_ = act[nb*kActBytes-1]
+	_ = act[nsb*kActBytes-1]
+	_ = out[n-1]
 	if dt == rt.Q4_K {
-		q4kDecodeAVX2(len(out), nb, &w[0], rowBytes, &act[0], &out[0])
+		q4kRows1AVX2(n, nsb, &w[0], rowBytes, &act[0], &out[0])
 		return
 	}
-	q6kDecodeAVX2(len(out), nb, &w[0], rowBytes, &act[0], &out[0])
+	_ = bs[nsb*16-1]
+	q6kRows1AVX2(n, nsb, &w[0], rowBytes, &act[0], &bs[0], &out[0])
+}
+
+//go:noescape
+func q4kRows4AVX2(nrows, nblocks int, w *byte, rowBytes int, act *byte, aStride int, out *float32, outStride int)
+
+//go:noescape
+func q6kRows4AVX2(nrows, nblocks int, w *byte, rowBytes int, act *byte, aStride int, bsums *int16, bStride int, out *float32, outStride int)
+
+// kRows4AVX2 computes out[r·outStride + j] = k-quant weight row j of w (rows
+// of rowBytes) · activation row r for four activation rows of act (nsb
+// super-blocks each, aStride bytes apart, their integers signed: kSigned)
+// and, for Q6_K, their sub-block sums bs (kSigned, 16 a super-block, bStride
+// apart).
+func kRows4AVX2(dt rt.DType, w []byte, rowBytes int, act []byte, aStride int, bs []int16, bStride int, out []float32, outStride int) {
+	n := len(w) / rowBytes
+	nsb := rowBytes / dt.ByteLen(256)
+	if n == 0 || nsb == 0 {
+		return
+	}
+	_ = act[3*aStride+nsb*kActBytes-1]
+	_ = out[3*outStride+n-1]
+	if dt == rt.Q4_K {
+		q4kRows4AVX2(n, nsb, &w[0], rowBytes, &act[0], aStride, &out[0], 4*outStride)
+		return
+	}
+	_ = bs[3*bStride+nsb*16-1]
+	q6kRows4AVX2(n, nsb, &w[0], rowBytes, &act[0], aStride, &bs[0], 2*bStride, &out[0], 4*outStride)
 }

@@ -6,7 +6,8 @@
 // VPMADDWD weights them by their sub-block scales into 32-bit lane sums,
 // and each super-block's sums become floats once. They read the quantized
 // activation row as quantizeRowsK writes it (kActBytes a super-block: the
-// integers +128, the sub-block sums d·Σq, then d).
+// integers made signed by kSigned, the sub-block sums d·Σq, then d; and
+// for Q6_K, kSigned's sums of each 16 integers).
 
 // k2bc4: VPSHUFB masks that broadcast word j (a Q4_K sub-block's scale,
 // both 128-bit lanes holding words 0..7) over the register, for j = 0..7.
@@ -66,6 +67,12 @@ DATA k2bc6<>+112(SB)/8, $0x0f0e0f0e0f0e0f0e
 DATA k2bc6<>+120(SB)/8, $0x0f0e0f0e0f0e0f0e
 GLOBL k2bc6<>(SB), RODATA|NOPTR, $128
 
+
+DATA k2m30<>+0(SB)/8, $0x3030303030303030
+DATA k2m30<>+8(SB)/8, $0x3030303030303030
+DATA k2m30<>+16(SB)/8, $0x3030303030303030
+DATA k2m30<>+24(SB)/8, $0x3030303030303030
+GLOBL k2m30<>(SB), RODATA|NOPTR, $32
 
 // Q4_K's 6-bit scales and mins unpacked as in kquant_amd64.s (k4shu..k4m2):
 // bytes 0..7 the scales, 8..15 the mins.
@@ -138,149 +145,295 @@ DATA k2m2<>+14(SB)/1, $15
 DATA k2m2<>+15(SB)/1, $15
 GLOBL k2m2<>(SB), RODATA|NOPTR, $16
 
-// K2SCALES: X5 = the 8 scales (bytes 0..7) and 8 mins (8..15) of the
-// Q4_K super-block at SI; clobbers X2..X4.
-#define K2SCALES \
-	VMOVDQU 4(SI), X2 \
-	VPSHUFB k2shu<>(SB), X2, X3 \
-	VPSHUFB k2shv<>(SB), X2, X4 \
-	VPAND k2m1<>(SB), X3, X5 \
-	VPSRLW $4, X3, X3 \
-	VPAND k2m2<>(SB), X3, X3 \
-	VPOR X3, X5, X5 \
-	VPSRLW $2, X4, X4 \
-	VPAND X13, X4, X4 \
-	VPOR X4, X5, X5
+// K2SCALESR is K2SCALES into X12, with X9..X11 for temporaries (the
+// 4-row kernels hold Y0..Y8).
+#define K2SCALESR \
+	VMOVDQU 4(SI), X9 \
+	VPSHUFB k2shu<>(SB), X9, X10 \
+	VPSHUFB k2shv<>(SB), X9, X11 \
+	VPAND k2m1<>(SB), X10, X12 \
+	VPSRLW $4, X10, X10 \
+	VPAND k2m2<>(SB), X10, X10 \
+	VPOR X10, X12, X12 \
+	VPSRLW $2, X11, X11 \
+	VPAND k2m30<>(SB), X11, X11 \
+	VPOR X11, X12, X12
 
-// K2CHUNK(C): the 64 elements of chunk C (32 bytes of qs: low nibbles,
-// sub-block 2C, then high, 2C+1) into the lane sums Y6.
-#define K2CHUNK(C) \
-	VMOVDQU 16+32*C(SI), Y2 \
-	VPSRLW $4, Y2, Y3 \
-	VPAND Y15, Y2, Y2 \
-	VPAND Y15, Y3, Y3 \
-	VPXOR 64*C(DI), Y14, Y4 \
-	VPMADDUBSW Y4, Y2, Y2 \
-	VPXOR 64*C+32(DI), Y14, Y4 \
-	VPMADDUBSW Y4, Y3, Y3 \
-	VPSHUFB k2bc4<>+64*C(SB), Y7, Y4 \
-	VPMADDWD Y4, Y2, Y2 \
-	VPSHUFB k2bc4<>+64*C+32(SB), Y7, Y4 \
-	VPMADDWD Y4, Y3, Y3 \
-	VPADDD Y2, Y6, Y6 \
-	VPADDD Y3, Y6, Y6
+// K4R4ROW(SUM, LO, HI): one activation row's products with the chunk's
+// two sub-blocks (Y9 low nibbles, Y10 high; scales Y13, Y14) into SUM.
+#define K4R4ROW(SUM, LO, HI) \
+	VPMADDUBSW LO, Y9, Y11 \
+	VPMADDWD Y13, Y11, Y11 \
+	VPADDD Y11, SUM, SUM \
+	VPMADDUBSW HI, Y10, Y11 \
+	VPMADDWD Y14, Y11, Y11 \
+	VPADDD Y11, SUM, SUM
 
-// K6DOT(XOFF, I): Y5 holds 32 unsigned 6-bit values of a Q6_K half; their
-// products with the activations at XOFF, less 32·x for the offset, weighted
-// by the scales of sub-blocks 2I and 2I+1 of the half (Y7), into Y8.
-#define K6DOT(XOFF, I) \
-	VPXOR XOFF(DI), Y14, Y6 \
-	VPMADDUBSW Y6, Y5, Y5 \
-	VPMADDUBSW Y6, Y12, Y6 \
-	VPSUBW Y6, Y5, Y5 \
-	VPSHUFB k2bc6<>+32*I(SB), Y7, Y6 \
-	VPMADDWD Y6, Y5, Y5 \
-	VPADDD Y5, Y8, Y8
+#define K4R4CHUNK(C) \
+	VMOVDQU 16+32*C(SI), Y9 \
+	VPSRLW $4, Y9, Y10 \
+	VPAND Y15, Y9, Y9 \
+	VPAND Y15, Y10, Y10 \
+	VPSHUFB k2bc4<>+64*C(SB), Y8, Y13 \
+	VPSHUFB k2bc4<>+64*C+32(SB), Y8, Y14 \
+	K4R4ROW(Y4, 64*C(DI), 64*C+32(DI)) \
+	K4R4ROW(Y5, 64*C(DI)(R8*1), 64*C+32(DI)(R8*1)) \
+	K4R4ROW(Y6, 64*C(DI)(R8*2), 64*C+32(DI)(R8*2)) \
+	K4R4ROW(Y7, 64*C(DI)(R14*1), 64*C+32(DI)(R14*1))
 
-// K6HALF2(N): the 128-element half N of the Q6_K block at SI (64 bytes of
-// low 4 bits, 32 of high 2 bits, 8 scales).
-#define K6HALF2(N) \
-	VPMOVSXBW 192+8*N(SI), X7 \
-	VINSERTI128 $1, X7, Y7, Y7 \
-	VMOVDQU 64*N(SI), Y2 \
-	VMOVDQU 64*N+32(SI), Y3 \
-	VMOVDQU 128+32*N(SI), Y4 \
-	VPAND Y15, Y2, Y5 \
-	VPSLLW $4, Y4, Y6 \
-	VPAND Y13, Y6, Y6 \
-	VPOR Y6, Y5, Y5 \
-	K6DOT(128*N, 0) \
-	VPAND Y15, Y3, Y5 \
-	VPSLLW $2, Y4, Y6 \
-	VPAND Y13, Y6, Y6 \
-	VPOR Y6, Y5, Y5 \
-	K6DOT(128*N+32, 1) \
-	VPSRLW $4, Y2, Y5 \
-	VPAND Y15, Y5, Y5 \
-	VPAND Y13, Y4, Y6 \
-	VPOR Y6, Y5, Y5 \
-	K6DOT(128*N+64, 2) \
-	VPSRLW $4, Y3, Y5 \
-	VPAND Y15, Y5, Y5 \
-	VPSRLW $2, Y4, Y6 \
-	VPAND Y13, Y6, Y6 \
-	VPOR Y6, Y5, Y5 \
-	K6DOT(128*N+96, 3)
+// K4R4EPI(ACC, SUM, XSB, D): a super-block's end for one activation row:
+// ACC += d·dx·SUM − dmin·Σ min·xsb (Y9 = d, Y12 = dmin·min); SUM = 0.
+#define K4R4EPI(ACC, SUM, XSB, D) \
+	VCVTDQ2PS SUM, SUM \
+	VMULPS D, Y9, Y11 \
+	VFMADD231PS Y11, SUM, ACC \
+	VMULPS XSB, Y12, Y11 \
+	VSUBPS Y11, ACC, ACC \
+	VPXOR SUM, SUM, SUM
 
-// func q4kDecodeAVX2(nrows, nblocks int, w *byte, rowBytes int, act *byte, out *float32)
-// out[j] = Q4_K row j · one quantized activation row, streaming each
-// weight byte once: per super-block, d·dx·Σ scale·(q·x) − dmin·Σ min·(dx·Σx).
-TEXT ·q4kDecodeAVX2(SB), NOSPLIT, $0-48
+// HSUM8(Y, X): X[0] = the sum of Y's 8 floats; clobbers X11.
+#define HSUM8(Y, X) \
+	VEXTRACTF128 $1, Y, X11 \
+	VADDPS X11, X, X \
+	VHADDPS X, X, X \
+	VHADDPS X, X, X
+
+// K4R4STORE: the four activation rows' sums for this weight row, at R12 +
+// r·R13.
+#define K4R4STORE \
+	HSUM8(Y0, X0) \
+	HSUM8(Y1, X1) \
+	HSUM8(Y2, X2) \
+	HSUM8(Y3, X3) \
+	MOVQ R12, BX \
+	VMOVSS X0, (BX) \
+	ADDQ R13, BX \
+	VMOVSS X1, (BX) \
+	ADDQ R13, BX \
+	VMOVSS X2, (BX) \
+	ADDQ R13, BX \
+	VMOVSS X3, (BX)
+
+// K6R4ROW(SUM, A): one activation row's products with 32 6-bit values
+// (Y12) weighted by their two sub-blocks' scales (Y13) into SUM.
+#define K6R4ROW(SUM, A) \
+	VPMADDUBSW A, Y12, Y14 \
+	VPMADDWD Y13, Y14, Y14 \
+	VPADDD Y14, SUM, SUM
+
+#define K6R4ROWS(OFF, I) \
+	VPSHUFB k2bc6<>+32*I(SB), Y8, Y13 \
+	K6R4ROW(Y4, OFF(DI)) \
+	K6R4ROW(Y5, OFF(DI)(R8*1)) \
+	K6R4ROW(Y6, OFF(DI)(R8*2)) \
+	K6R4ROW(Y7, OFF(DI)(R14*1))
+
+// K6R4HALF(N): half N of the Q6_K block at SI against the four rows.
+#define K6R4HALF(N) \
+	VPMOVSXBW 192+8*N(SI), X8 \
+	VINSERTI128 $1, X8, Y8, Y8 \
+	VMOVDQU 64*N(SI), Y9 \
+	VMOVDQU 64*N+32(SI), Y10 \
+	VMOVDQU 128+32*N(SI), Y11 \
+	VPAND Y15, Y9, Y12 \
+	VPSLLW $4, Y11, Y13 \
+	VPAND k2m30<>(SB), Y13, Y13 \
+	VPOR Y13, Y12, Y12 \
+	K6R4ROWS(128*N, 0) \
+	VPAND Y15, Y10, Y12 \
+	VPSLLW $2, Y11, Y13 \
+	VPAND k2m30<>(SB), Y13, Y13 \
+	VPOR Y13, Y12, Y12 \
+	K6R4ROWS(128*N+32, 1) \
+	VPSRLW $4, Y9, Y12 \
+	VPAND Y15, Y12, Y12 \
+	VPAND k2m30<>(SB), Y11, Y13 \
+	VPOR Y13, Y12, Y12 \
+	K6R4ROWS(128*N+64, 2) \
+	VPSRLW $4, Y10, Y12 \
+	VPAND Y15, Y12, Y12 \
+	VPSRLW $2, Y11, Y13 \
+	VPAND k2m30<>(SB), Y13, Y13 \
+	VPOR Y13, Y12, Y12 \
+	K6R4ROWS(128*N+96, 3)
+
+// K6R4EPI(ACC, SUM, BS, D): a super-block's end for one activation row:
+// SUM −= 32·Σ scale·(sub-block sum of x) (Y8 = the 16 scales, BS the
+// row's 16 sums), then ACC += d·dx·SUM (Y9 = d); SUM = 0.
+#define K6R4EPI(ACC, SUM, BS, D) \
+	VPMADDWD BS, Y8, Y14 \
+	VPSLLD $5, Y14, Y14 \
+	VPSUBD Y14, SUM, SUM \
+	VCVTDQ2PS SUM, SUM \
+	VMULPS D, Y9, Y14 \
+	VFMADD231PS Y14, SUM, ACC \
+	VPXOR SUM, SUM, SUM
+
+// The one-row forms: the same instructions for a row as the four-row
+// kernels, so that a row's result has the same bits either way.
+#define K4R1CHUNK(C) \
+	VMOVDQU 16+32*C(SI), Y9 \
+	VPSRLW $4, Y9, Y10 \
+	VPAND Y15, Y9, Y9 \
+	VPAND Y15, Y10, Y10 \
+	VPSHUFB k2bc4<>+64*C(SB), Y8, Y13 \
+	VPSHUFB k2bc4<>+64*C+32(SB), Y8, Y14 \
+	K4R4ROW(Y4, 64*C(DI), 64*C+32(DI))
+
+#define K6R1ROWS(OFF, I) \
+	VPSHUFB k2bc6<>+32*I(SB), Y8, Y13 \
+	K6R4ROW(Y4, OFF(DI))
+
+#define K6R1HALF(N) \
+	VPMOVSXBW 192+8*N(SI), X8 \
+	VINSERTI128 $1, X8, Y8, Y8 \
+	VMOVDQU 64*N(SI), Y9 \
+	VMOVDQU 64*N+32(SI), Y10 \
+	VMOVDQU 128+32*N(SI), Y11 \
+	VPAND Y15, Y9, Y12 \
+	VPSLLW $4, Y11, Y13 \
+	VPAND k2m30<>(SB), Y13, Y13 \
+	VPOR Y13, Y12, Y12 \
+	K6R1ROWS(128*N, 0) \
+	VPAND Y15, Y10, Y12 \
+	VPSLLW $2, Y11, Y13 \
+	VPAND k2m30<>(SB), Y13, Y13 \
+	VPOR Y13, Y12, Y12 \
+	K6R1ROWS(128*N+32, 1) \
+	VPSRLW $4, Y9, Y12 \
+	VPAND Y15, Y12, Y12 \
+	VPAND k2m30<>(SB), Y11, Y13 \
+	VPOR Y13, Y12, Y12 \
+	K6R1ROWS(128*N+64, 2) \
+	VPSRLW $4, Y10, Y12 \
+	VPAND Y15, Y12, Y12 \
+	VPSRLW $2, Y11, Y13 \
+	VPAND k2m30<>(SB), Y13, Y13 \
+	VPOR Y13, Y12, Y12 \
+	K6R1ROWS(128*N+96, 3)
+
+// func q4kRows4AVX2(nrows, nblocks int, w *byte, rowBytes int, act *byte, aStride int, out *float32, outStride int)
+// out[r·outStride + j] (bytes) = Q4_K row j · activation row r, for j <
+// nrows and four activation rows (signed integers, aStride bytes apart),
+// each weight row decoded once for the four.
+TEXT ·q4kRows4AVX2(SB), NOSPLIT, $0-64
 	MOVQ nrows+0(FP), R9
 	MOVQ w+16(FP), R10
 	MOVQ rowBytes+24(FP), R11
-	MOVQ out+40(FP), R12
+	MOVQ aStride+40(FP), R8
+	MOVQ out+48(FP), R12
+	MOVQ outStride+56(FP), R13
+	LEAQ (R8)(R8*2), R14
 	MOVL $0x0f0f0f0f, AX
 	MOVD AX, X15
 	VPBROADCASTD X15, Y15
-	MOVL $0x80808080, AX
-	MOVD AX, X14
-	VPBROADCASTD X14, Y14
-	MOVL $0x30303030, AX
-	MOVD AX, X13
-	VPBROADCASTD X13, Y13
 	TESTQ R9, R9
-	JZ q4done
-q4row:
+	JZ r4done
+r4row:
 	MOVQ R10, SI
 	MOVQ act+32(FP), DI
 	MOVQ nblocks+8(FP), CX
 	VXORPS Y0, Y0, Y0
 	VXORPS Y1, Y1, Y1
-q4block:
-	PREFETCHT0 512(SI)
-	K2SCALES
-	VPMOVZXBW X5, Y7
-	VPERMQ $0x44, Y7, Y7
-	VPSRLDQ $8, X5, X5
-	VPMOVZXBD X5, Y5
-	VCVTDQ2PS Y5, Y5
-	VMULPS 256(DI), Y5, Y5
-	VPBROADCASTW 2(SI), X2
-	VCVTPH2PS X2, Y2
-	VFMADD231PS Y5, Y2, Y1
+	VXORPS Y2, Y2, Y2
+	VXORPS Y3, Y3, Y3
+	VPXOR Y4, Y4, Y4
+	VPXOR Y5, Y5, Y5
 	VPXOR Y6, Y6, Y6
-	K2CHUNK(0)
-	K2CHUNK(1)
-	K2CHUNK(2)
-	K2CHUNK(3)
-	VCVTDQ2PS Y6, Y6
-	VPBROADCASTW (SI), X2
-	VCVTPH2PS X2, Y2
-	VMULPS 320(DI), Y2, Y2
-	VFMADD231PS Y6, Y2, Y0
+	VPXOR Y7, Y7, Y7
+r4block:
+	K2SCALESR
+	VPMOVZXBW X12, Y8
+	VPERMQ $0x44, Y8, Y8
+	K4R4CHUNK(0)
+	K4R4CHUNK(1)
+	K4R4CHUNK(2)
+	K4R4CHUNK(3)
+	K2SCALESR
+	VPSRLDQ $8, X12, X12
+	VPMOVZXBD X12, Y12
+	VCVTDQ2PS Y12, Y12
+	VPBROADCASTW 2(SI), X10
+	VCVTPH2PS X10, Y10
+	VMULPS Y10, Y12, Y12
+	VPBROADCASTW (SI), X9
+	VCVTPH2PS X9, Y9
+	K4R4EPI(Y0, Y4, 256(DI), 320(DI))
+	K4R4EPI(Y1, Y5, 256(DI)(R8*1), 320(DI)(R8*1))
+	K4R4EPI(Y2, Y6, 256(DI)(R8*2), 320(DI)(R8*2))
+	K4R4EPI(Y3, Y7, 256(DI)(R14*1), 320(DI)(R14*1))
 	ADDQ $144, SI
 	ADDQ $384, DI
 	DECQ CX
-	JNZ q4block
-	VSUBPS Y1, Y0, Y0
-	VEXTRACTF128 $1, Y0, X1
-	VADDPS X1, X0, X0
-	VHADDPS X0, X0, X0
-	VHADDPS X0, X0, X0
-	VMOVSS X0, (R12)
+	JNZ r4block
+	K4R4STORE
 	ADDQ $4, R12
 	ADDQ R11, R10
 	DECQ R9
-	JNZ q4row
-q4done:
+	JNZ r4row
+r4done:
 	VZEROUPPER
 	RET
 
-// func q6kDecodeAVX2(nrows, nblocks int, w *byte, rowBytes int, act *byte, out *float32)
-// out[j] = Q6_K row j · one quantized activation row: per super-block,
-// d·dx·Σ scale·((q−32)·x).
-TEXT ·q6kDecodeAVX2(SB), NOSPLIT, $0-48
+// func q6kRows4AVX2(nrows, nblocks int, w *byte, rowBytes int, act *byte, aStride int, bsums *int16, bStride int, out *float32, outStride int)
+// q4kRows4AVX2 for Q6_K; bsums holds each activation row's sums of its 16
+// sub-blocks of 16 (int16s, 32 bytes a super-block, rows bStride bytes
+// apart), which take the values' −32 offset back once a super-block.
+TEXT ·q6kRows4AVX2(SB), NOSPLIT, $0-80
+	MOVQ nrows+0(FP), R9
+	MOVQ w+16(FP), R10
+	MOVQ rowBytes+24(FP), R11
+	MOVQ aStride+40(FP), R8
+	MOVQ bStride+56(FP), DX
+	MOVQ out+64(FP), R12
+	MOVQ outStride+72(FP), R13
+	LEAQ (R8)(R8*2), R14
+	MOVL $0x0f0f0f0f, AX
+	MOVD AX, X15
+	VPBROADCASTD X15, Y15
+	LEAQ (DX)(DX*2), AX
+	TESTQ R9, R9
+	JZ s4done
+s4row:
+	MOVQ R10, SI
+	MOVQ act+32(FP), DI
+	MOVQ bsums+48(FP), BX
+	MOVQ nblocks+8(FP), CX
+	VXORPS Y0, Y0, Y0
+	VXORPS Y1, Y1, Y1
+	VXORPS Y2, Y2, Y2
+	VXORPS Y3, Y3, Y3
+	VPXOR Y4, Y4, Y4
+	VPXOR Y5, Y5, Y5
+	VPXOR Y6, Y6, Y6
+	VPXOR Y7, Y7, Y7
+s4block:
+	K6R4HALF(0)
+	K6R4HALF(1)
+	VPMOVSXBW 192(SI), Y8
+	VPBROADCASTW 208(SI), X9
+	VCVTPH2PS X9, Y9
+	K6R4EPI(Y0, Y4, (BX), 320(DI))
+	K6R4EPI(Y1, Y5, (BX)(DX*1), 320(DI)(R8*1))
+	K6R4EPI(Y2, Y6, (BX)(DX*2), 320(DI)(R8*2))
+	K6R4EPI(Y3, Y7, (BX)(AX*1), 320(DI)(R14*1))
+	ADDQ $210, SI
+	ADDQ $384, DI
+	ADDQ $32, BX
+	DECQ CX
+	JNZ s4block
+	K4R4STORE
+	ADDQ $4, R12
+	ADDQ R11, R10
+	DECQ R9
+	JNZ s4row
+s4done:
+	VZEROUPPER
+	RET
+
+// func q4kRows1AVX2(nrows, nblocks int, w *byte, rowBytes int, act *byte, out *float32)
+// q4kRows4AVX2 for one activation row; out[j] for weight rows j < nrows.
+TEXT ·q4kRows1AVX2(SB), NOSPLIT, $0-48
 	MOVQ nrows+0(FP), R9
 	MOVQ w+16(FP), R10
 	MOVQ rowBytes+24(FP), R11
@@ -288,45 +441,85 @@ TEXT ·q6kDecodeAVX2(SB), NOSPLIT, $0-48
 	MOVL $0x0f0f0f0f, AX
 	MOVD AX, X15
 	VPBROADCASTD X15, Y15
-	MOVL $0x80808080, AX
-	MOVD AX, X14
-	VPBROADCASTD X14, Y14
-	MOVL $0x30303030, AX
-	MOVD AX, X13
-	VPBROADCASTD X13, Y13
-	MOVL $0x20202020, AX
-	MOVD AX, X12
-	VPBROADCASTD X12, Y12
 	TESTQ R9, R9
-	JZ q6done
-q6row:
+	JZ r1done
+r1row:
 	MOVQ R10, SI
 	MOVQ act+32(FP), DI
 	MOVQ nblocks+8(FP), CX
 	VXORPS Y0, Y0, Y0
-q6block:
+	VPXOR Y4, Y4, Y4
+r1block:
 	PREFETCHT0 512(SI)
-	VPXOR Y8, Y8, Y8
-	K6HALF2(0)
-	K6HALF2(1)
-	VCVTDQ2PS Y8, Y8
-	VPBROADCASTW 208(SI), X2
-	VCVTPH2PS X2, Y2
-	VMULPS 320(DI), Y2, Y2
-	VFMADD231PS Y8, Y2, Y0
-	ADDQ $210, SI
+	K2SCALESR
+	VPMOVZXBW X12, Y8
+	VPERMQ $0x44, Y8, Y8
+	K4R1CHUNK(0)
+	K4R1CHUNK(1)
+	K4R1CHUNK(2)
+	K4R1CHUNK(3)
+	K2SCALESR
+	VPSRLDQ $8, X12, X12
+	VPMOVZXBD X12, Y12
+	VCVTDQ2PS Y12, Y12
+	VPBROADCASTW 2(SI), X10
+	VCVTPH2PS X10, Y10
+	VMULPS Y10, Y12, Y12
+	VPBROADCASTW (SI), X9
+	VCVTPH2PS X9, Y9
+	K4R4EPI(Y0, Y4, 256(DI), 320(DI))
+	ADDQ $144, SI
 	ADDQ $384, DI
 	DECQ CX
-	JNZ q6block
-	VEXTRACTF128 $1, Y0, X1
-	VADDPS X1, X0, X0
-	VHADDPS X0, X0, X0
-	VHADDPS X0, X0, X0
+	JNZ r1block
+	HSUM8(Y0, X0)
 	VMOVSS X0, (R12)
 	ADDQ $4, R12
 	ADDQ R11, R10
 	DECQ R9
-	JNZ q6row
-q6done:
+	JNZ r1row
+r1done:
+	VZEROUPPER
+	RET
+
+// func q6kRows1AVX2(nrows, nblocks int, w *byte, rowBytes int, act *byte, bsums *int16, out *float32)
+// q6kRows4AVX2 for one activation row; out[j] for weight rows j < nrows.
+TEXT ·q6kRows1AVX2(SB), NOSPLIT, $0-56
+	MOVQ nrows+0(FP), R9
+	MOVQ w+16(FP), R10
+	MOVQ rowBytes+24(FP), R11
+	MOVQ out+48(FP), R12
+	MOVL $0x0f0f0f0f, AX
+	MOVD AX, X15
+	VPBROADCASTD X15, Y15
+	TESTQ R9, R9
+	JZ t1done
+t1row:
+	MOVQ R10, SI
+	MOVQ act+32(FP), DI
+	MOVQ bsums+40(FP), BX
+	MOVQ nblocks+8(FP), CX
+	VXORPS Y0, Y0, Y0
+	VPXOR Y4, Y4, Y4
+t1block:
+	PREFETCHT0 512(SI)
+	K6R1HALF(0)
+	K6R1HALF(1)
+	VPMOVSXBW 192(SI), Y8
+	VPBROADCASTW 208(SI), X9
+	VCVTPH2PS X9, Y9
+	K6R4EPI(Y0, Y4, (BX), 320(DI))
+	ADDQ $210, SI
+	ADDQ $384, DI
+	ADDQ $32, BX
+	DECQ CX
+	JNZ t1block
+	HSUM8(Y0, X0)
+	VMOVSS X0, (R12)
+	ADDQ $4, R12
+	ADDQ R11, R10
+	DECQ R9
+	JNZ t1row
+t1done:
 	VZEROUPPER
 	RET

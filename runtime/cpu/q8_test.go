@@ -272,42 +272,78 @@ func TestKQuantDecodeAgrees(t *testing.T) {
 	}
 }
 
-// TestKQuantDecodeAVX2Agrees holds the AVX2 k-quant decode kernels (for
-// CPUs without VNNI) to the prepared super-block path in Go.
-func TestKQuantDecodeAVX2Agrees(t *testing.T) {
+// TestMatMulKAVX2Agrees holds the AVX2 k-quant prefill (four activation
+// rows a weight row, then the rows left one at a time; weight rows past a
+// block) to the prepared super-block path in Go.
+func TestMatMulKAVX2Agrees(t *testing.T) {
 	if !hasAVX2 {
 		t.Skip("no AVX2")
 	}
-	rng := rand.New(rand.NewPCG(21, 22))
+	rng := rand.New(rand.NewPCG(23, 24))
 	for _, dt := range []rt.DType{rt.Q4_K, rt.Q6_K} {
-		for _, k := range []int{256, 1024, 2304} {
+		for _, shape := range [][3]int{{1, 1024, 37}, {7, 1024, 37}, {2, 256, 3}, {9, 2304, 70}} {
+			m, k, n := shape[0], shape[1], shape[2]
 			nsb := k / 256
-			const rows = 5
 			rb := dt.ByteLen(k)
-			var w []byte
-			for r := range rows {
-				wr, _ := quant.Quantize(dt, randF32(rng, k, float32(r+1)/20))
-				w = append(w, wr...)
+			var wq []byte
+			for r := range n {
+				wr, _ := quant.Quantize(dt, randF32(rng, k, float32(r%5+1)/20))
+				wq = append(wq, wr...)
 			}
-			x := randF32(rng, k, 1)
-			x[3] = 0
-			if k > 256 {
-				clear(x[256:512]) // an all-zero super-block
-			}
-			act := make([]byte, nsb*kActBytes)
-			quantizeQ8KGo(x, act)
-			kSums(act, nsb)
-			got := make([]float32, rows)
-			kDecodeRowsAVX2(dt, w, rb, act, got)
-			p := make([]byte, nsb*kSBBytes)
+			xs := randF32(rng, m*k, 1)
+			clear(xs[(m-1)*k : (m-1)*k+256]) // an all-zero super-block
+			x, _ := rt.FromF32(xs, m, k)
+			w, _ := rt.FromBytes(dt, wq, n, k)
+			act := make([]byte, m*nsb*kActBytes)
+			quantizeRowsK(x, nsb, act)
 			want := make([]float32, 2)
-			for r := range rows {
-				kPrepIGo(dt, w[r*rb:(r+1)*rb], p)
-				kRowsIGo(nsb, p, p, act, 1, nsb*kActBytes, want, 2)
-				if !near(got[r], want[0], 1e-4) {
-					t.Errorf("%v k=%d row %d: AVX2 decode %v, prepared path %v", dt, k, r, got[r], want[0])
+			p := make([]byte, nsb*kSBBytes)
+			got := rt.New(rt.F32, m, n)
+			matMulKAVX2(got, x, w, slices.Clone(act))
+			for j := range n {
+				kPrepIGo(dt, wq[j*rb:(j+1)*rb], p)
+				for i := range m {
+					kRowsIGo(nsb, p, p, act[i*nsb*kActBytes:], 1, nsb*kActBytes, want, 2)
+					if g := got.F32()[i*n+j]; !near(g, want[0], 1e-4) {
+						t.Fatalf("%v %v: out[%d,%d] = %v, prepared path %v", dt, shape, i, j, g, want[0])
+					}
 				}
 			}
 		}
 	}
+}
+
+// TestMatMulKAVX2RowBitsIndependentOfBatch: a row's result has the same
+// bits alone (a decode step) as in a batch, at every place in it.
+func TestMatMulKAVX2RowBitsIndependentOfBatch(t *testing.T) {
+	if !hasAVX2 {
+		t.Skip("no AVX2")
+	}
+	rng := rand.New(rand.NewPCG(25, 26))
+	for _, dt := range []rt.DType{rt.Q4_K, rt.Q6_K} {
+		const m, k, n = 9, 512, 40
+		wq, _ := quant.Quantize(dt, randF32(rng, n*k, 0.05))
+		w, _ := rt.FromBytes(dt, wq, n, k)
+		xs := randF32(rng, m*k, 1)
+		x, _ := rt.FromF32(xs, m, k)
+		all := rt.New(rt.F32, m, n)
+		matMulKAVX2(all, x, w, quantized(x))
+		for i := range m {
+			one, _ := rt.FromF32(xs[i*k:(i+1)*k], 1, k)
+			got := rt.New(rt.F32, 1, n)
+			matMulKAVX2(got, one, w, quantized(one))
+			for j := range n {
+				if a, b := all.F32()[i*n+j], got.F32()[j]; math.Float32bits(a) != math.Float32bits(b) {
+					t.Fatalf("%v row %d col %d: %v in a batch of %d, %v alone", dt, i, j, a, m, b)
+				}
+			}
+		}
+	}
+}
+
+func quantized(x *rt.Tensor) []byte {
+	nsb := x.Dim(1) / 256
+	act := make([]byte, x.Dim(0)*nsb*kActBytes)
+	quantizeRowsK(x, nsb, act)
+	return act
 }

@@ -15,8 +15,20 @@ var (
 	noASM     = os.Getenv("GOVLLM_NOASM") == "1"
 	hasAVX512 = !noASM && cpu.X86.HasAVX512F && cpu.X86.HasAVX512BW && cpu.X86.HasAVX512VL && cpu.X86.HasAVX512DQ
 	hasVNNI   = hasAVX512 && cpu.X86.HasAVX512VNNI
-	hasAVX2   = !noASM && cpu.X86.HasAVX2 && cpu.X86.HasFMA
+	hasAVX2   = !noASM && cpu.X86.HasAVX2 && cpu.X86.HasFMA && cpu.X86.HasF16C
+	// vecWidth is the f32 kernels' vector length: 16, 8 (AVX2) or 0 (Go).
+	vecWidth = widthOf(hasAVX512, hasAVX2)
 )
+
+func widthOf(avx512, avx2 bool) int {
+	switch {
+	case avx512:
+		return 16
+	case avx2:
+		return 8
+	}
+	return 0
+}
 
 // Features names the kernels in use, for logs and benchmarks.
 func Features() string {
@@ -33,6 +45,10 @@ func Features() string {
 
 func asI32(b []byte) []int32 {
 	return unsafe.Slice((*int32)(unsafe.Pointer(unsafe.SliceData(b))), len(b)/4)
+}
+
+func asI16(b []byte) []int16 {
+	return unsafe.Slice((*int16)(unsafe.Pointer(unsafe.SliceData(b))), len(b)/2)
 }
 
 func asF32(b []byte) []float32 {

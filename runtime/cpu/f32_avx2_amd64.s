@@ -1,0 +1,533 @@
+#include "textflag.h"
+
+// AVX2 forms of the f32 vector kernels in f32_amd64.s, for CPUs without
+// AVX-512: the same loops over 8-float vectors (n a multiple of 8).
+
+// HLD2 / HST2: two vectors of a C row at (DX), then DX to the next row.
+#define HLD2(A, B) \
+	VMOVUPS (DX), A \
+	VMOVUPS 32(DX), B \
+	ADDQ R12, DX
+
+#define HST2(A, B) \
+	VMOVUPS A, (DX) \
+	VMOVUPS B, 32(DX) \
+	ADDQ R12, DX
+
+// HFMA2: row accumulators A, B += the A element at ADDR times B's two
+// vectors Y12, Y13.
+#define HFMA2(ADDR, A, B) \
+	VBROADCASTSS ADDR, Y14 \
+	VFMADD231PS Y12, Y14, A \
+	VFMADD231PS Y13, Y14, B
+
+// func dotAVX2(x, y *float32, n int) float32   (n a multiple of 8)
+TEXT ·dotAVX2(SB), NOSPLIT, $0-28
+	MOVQ x+0(FP), SI
+	MOVQ y+8(FP), DI
+	MOVQ n+16(FP), CX
+	VPXOR Y0, Y0, Y0
+	VPXOR Y1, Y1, Y1
+	VPXOR Y2, Y2, Y2
+	VPXOR Y3, Y3, Y3
+dot32:
+	CMPQ CX, $32
+	JLT dot8
+	VMOVUPS (SI), Y4
+	VMOVUPS 32(SI), Y5
+	VMOVUPS 64(SI), Y6
+	VMOVUPS 96(SI), Y7
+	VFMADD231PS (DI), Y4, Y0
+	VFMADD231PS 32(DI), Y5, Y1
+	VFMADD231PS 64(DI), Y6, Y2
+	VFMADD231PS 96(DI), Y7, Y3
+	ADDQ $128, SI
+	ADDQ $128, DI
+	SUBQ $32, CX
+	JMP dot32
+dot8:
+	CMPQ CX, $8
+	JLT dotend
+	VMOVUPS (SI), Y4
+	VFMADD231PS (DI), Y4, Y0
+	ADDQ $32, SI
+	ADDQ $32, DI
+	SUBQ $8, CX
+	JMP dot8
+dotend:
+	VADDPS Y1, Y0, Y0
+	VADDPS Y3, Y2, Y2
+	VADDPS Y2, Y0, Y0
+	VEXTRACTF128 $1, Y0, X1
+	VADDPS X1, X0, X0
+	VHADDPS X0, X0, X0
+	VHADDPS X0, X0, X0
+	VMOVSS X0, ret+24(FP)
+	VZEROUPPER
+	RET
+
+// func axpyAVX2(alpha float32, x, y *float32, n int)   y += alpha·x (n a multiple of 8)
+TEXT ·axpyAVX2(SB), NOSPLIT, $0-32
+	VBROADCASTSS alpha+0(FP), Y8
+	MOVQ x+8(FP), SI
+	MOVQ y+16(FP), DI
+	MOVQ n+24(FP), CX
+ax32:
+	CMPQ CX, $32
+	JLT ax8
+	VMOVUPS (DI), Y0
+	VMOVUPS 32(DI), Y1
+	VMOVUPS 64(DI), Y2
+	VMOVUPS 96(DI), Y3
+	VFMADD231PS (SI), Y8, Y0
+	VFMADD231PS 32(SI), Y8, Y1
+	VFMADD231PS 64(SI), Y8, Y2
+	VFMADD231PS 96(SI), Y8, Y3
+	VMOVUPS Y0, (DI)
+	VMOVUPS Y1, 32(DI)
+	VMOVUPS Y2, 64(DI)
+	VMOVUPS Y3, 96(DI)
+	ADDQ $128, SI
+	ADDQ $128, DI
+	SUBQ $32, CX
+	JMP ax32
+ax8:
+	CMPQ CX, $8
+	JLT axend
+	VMOVUPS (DI), Y0
+	VFMADD231PS (SI), Y8, Y0
+	VMOVUPS Y0, (DI)
+	ADDQ $32, SI
+	ADDQ $32, DI
+	SUBQ $8, CX
+	JMP ax8
+axend:
+	VZEROUPPER
+	RET
+
+// func scalAVX2(alpha float32, x *float32, n int)   x *= alpha (n a multiple of 8)
+TEXT ·scalAVX2(SB), NOSPLIT, $0-24
+	VBROADCASTSS alpha+0(FP), Y8
+	MOVQ x+8(FP), DI
+	MOVQ n+16(FP), CX
+sc8:
+	CMPQ CX, $8
+	JLT scend
+	VMULPS (DI), Y8, Y0
+	VMOVUPS Y0, (DI)
+	ADDQ $32, DI
+	SUBQ $8, CX
+	JMP sc8
+scend:
+	VZEROUPPER
+	RET
+
+// func mvAccAVX2(out *float32, n int, coef *float32, m int, mat *float32, stride int)
+// out[0:n] += sum over a of coef[a]·mat[a·stride:][:n]; n a multiple of 8, stride in bytes.
+TEXT ·mvAccAVX2(SB), NOSPLIT, $0-48
+	MOVQ out+0(FP), DI
+	MOVQ n+8(FP), CX
+	MOVQ coef+16(FP), SI
+	MOVQ m+24(FP), DX
+	MOVQ mat+32(FP), R8
+	MOVQ stride+40(FP), R10
+	TESTQ DX, DX
+	JZ mvend
+mv64:
+	CMPQ CX, $64
+	JLT mv8
+	VMOVUPS 0(DI), Y0
+	VMOVUPS 32(DI), Y1
+	VMOVUPS 64(DI), Y2
+	VMOVUPS 96(DI), Y3
+	VMOVUPS 128(DI), Y4
+	VMOVUPS 160(DI), Y5
+	VMOVUPS 192(DI), Y6
+	VMOVUPS 224(DI), Y7
+	MOVQ R8, R9
+	MOVQ SI, R11
+	MOVQ DX, R12
+mv64a:
+	VBROADCASTSS (R11), Y8
+	VFMADD231PS 0(R9), Y8, Y0
+	VFMADD231PS 32(R9), Y8, Y1
+	VFMADD231PS 64(R9), Y8, Y2
+	VFMADD231PS 96(R9), Y8, Y3
+	VFMADD231PS 128(R9), Y8, Y4
+	VFMADD231PS 160(R9), Y8, Y5
+	VFMADD231PS 192(R9), Y8, Y6
+	VFMADD231PS 224(R9), Y8, Y7
+	ADDQ R10, R9
+	ADDQ $4, R11
+	DECQ R12
+	JNZ mv64a
+	VMOVUPS Y0, 0(DI)
+	VMOVUPS Y1, 32(DI)
+	VMOVUPS Y2, 64(DI)
+	VMOVUPS Y3, 96(DI)
+	VMOVUPS Y4, 128(DI)
+	VMOVUPS Y5, 160(DI)
+	VMOVUPS Y6, 192(DI)
+	VMOVUPS Y7, 224(DI)
+	ADDQ $256, DI
+	ADDQ $256, R8
+	SUBQ $64, CX
+	JMP mv64
+mv8:
+	CMPQ CX, $8
+	JLT mvend
+	VMOVUPS (DI), Y0
+	MOVQ R8, R9
+	MOVQ SI, R11
+	MOVQ DX, R12
+mv8a:
+	VBROADCASTSS (R11), Y8
+	VFMADD231PS (R9), Y8, Y0
+	ADDQ R10, R9
+	ADDQ $4, R11
+	DECQ R12
+	JNZ mv8a
+	VMOVUPS Y0, (DI)
+	ADDQ $32, DI
+	ADDQ $32, R8
+	SUBQ $8, CX
+	JMP mv8
+mvend:
+	VZEROUPPER
+	RET
+
+// func gerAVX2(mat *float32, stride int, m, n int, u, v *float32)
+// mat[a·stride:][:n] += u[a]·v for a < m; n a multiple of 8, stride in bytes.
+TEXT ·gerAVX2(SB), NOSPLIT, $0-48
+	MOVQ mat+0(FP), R8
+	MOVQ stride+8(FP), R10
+	MOVQ m+16(FP), DX
+	MOVQ n+24(FP), CX
+	MOVQ u+32(FP), DI
+	MOVQ v+40(FP), SI
+	TESTQ DX, DX
+	JZ gerend
+ger64:
+	CMPQ CX, $64
+	JLT ger8
+	VMOVUPS 0(SI), Y0
+	VMOVUPS 32(SI), Y1
+	VMOVUPS 64(SI), Y2
+	VMOVUPS 96(SI), Y3
+	VMOVUPS 128(SI), Y4
+	VMOVUPS 160(SI), Y5
+	VMOVUPS 192(SI), Y6
+	VMOVUPS 224(SI), Y7
+	MOVQ R8, R9
+	MOVQ DI, R11
+	MOVQ DX, R12
+ger64a:
+	VBROADCASTSS (R11), Y8
+	VMOVUPS 0(R9), Y9
+	VFMADD231PS Y0, Y8, Y9
+	VMOVUPS Y9, 0(R9)
+	VMOVUPS 32(R9), Y9
+	VFMADD231PS Y1, Y8, Y9
+	VMOVUPS Y9, 32(R9)
+	VMOVUPS 64(R9), Y9
+	VFMADD231PS Y2, Y8, Y9
+	VMOVUPS Y9, 64(R9)
+	VMOVUPS 96(R9), Y9
+	VFMADD231PS Y3, Y8, Y9
+	VMOVUPS Y9, 96(R9)
+	VMOVUPS 128(R9), Y9
+	VFMADD231PS Y4, Y8, Y9
+	VMOVUPS Y9, 128(R9)
+	VMOVUPS 160(R9), Y9
+	VFMADD231PS Y5, Y8, Y9
+	VMOVUPS Y9, 160(R9)
+	VMOVUPS 192(R9), Y9
+	VFMADD231PS Y6, Y8, Y9
+	VMOVUPS Y9, 192(R9)
+	VMOVUPS 224(R9), Y9
+	VFMADD231PS Y7, Y8, Y9
+	VMOVUPS Y9, 224(R9)
+	ADDQ R10, R9
+	ADDQ $4, R11
+	DECQ R12
+	JNZ ger64a
+	ADDQ $256, SI
+	ADDQ $256, R8
+	SUBQ $64, CX
+	JMP ger64
+ger8:
+	CMPQ CX, $8
+	JLT gerend
+	VMOVUPS (SI), Y0
+	MOVQ R8, R9
+	MOVQ DI, R11
+	MOVQ DX, R12
+ger8a:
+	VBROADCASTSS (R11), Y8
+	VMOVUPS (R9), Y9
+	VFMADD231PS Y0, Y8, Y9
+	VMOVUPS Y9, (R9)
+	ADDQ R10, R9
+	ADDQ $4, R11
+	DECQ R12
+	JNZ ger8a
+	ADDQ $32, SI
+	ADDQ $32, R8
+	SUBQ $8, CX
+	JMP ger8
+gerend:
+	VZEROUPPER
+	RET
+
+// func mvAcc2AVX2(out1, out2 *float32, n int, c1, c2 *float32, m int, mat *float32, stride int)
+// out1[:n] += Σ_a c1[a]·mat[a·stride:][:n] and out2 likewise with c2,
+// reading mat once; n a multiple of 8, stride in bytes.
+TEXT ·mvAcc2AVX2(SB), NOSPLIT, $0-64
+	MOVQ out1+0(FP), DI
+	MOVQ out2+8(FP), BX
+	MOVQ n+16(FP), CX
+	MOVQ c1+24(FP), SI
+	MOVQ c2+32(FP), R13
+	MOVQ m+40(FP), DX
+	MOVQ mat+48(FP), R8
+	MOVQ stride+56(FP), R10
+	TESTQ DX, DX
+	JZ m2end
+m2s32:
+	CMPQ CX, $32
+	JLT m2s8
+	VMOVUPS 0(DI), Y0
+	VMOVUPS 32(DI), Y1
+	VMOVUPS 64(DI), Y2
+	VMOVUPS 96(DI), Y3
+	VMOVUPS 0(BX), Y4
+	VMOVUPS 32(BX), Y5
+	VMOVUPS 64(BX), Y6
+	VMOVUPS 96(BX), Y7
+	MOVQ R8, R9
+	MOVQ SI, R11
+	MOVQ R13, R14
+	MOVQ DX, R12
+m2s32a:
+	VBROADCASTSS (R11), Y8
+	VBROADCASTSS (R14), Y9
+	VMOVUPS 0(R9), Y10
+	VMOVUPS 32(R9), Y11
+	VMOVUPS 64(R9), Y12
+	VMOVUPS 96(R9), Y13
+	VFMADD231PS Y10, Y8, Y0
+	VFMADD231PS Y11, Y8, Y1
+	VFMADD231PS Y12, Y8, Y2
+	VFMADD231PS Y13, Y8, Y3
+	VFMADD231PS Y10, Y9, Y4
+	VFMADD231PS Y11, Y9, Y5
+	VFMADD231PS Y12, Y9, Y6
+	VFMADD231PS Y13, Y9, Y7
+	ADDQ R10, R9
+	ADDQ $4, R11
+	ADDQ $4, R14
+	DECQ R12
+	JNZ m2s32a
+	VMOVUPS Y0, 0(DI)
+	VMOVUPS Y1, 32(DI)
+	VMOVUPS Y2, 64(DI)
+	VMOVUPS Y3, 96(DI)
+	VMOVUPS Y4, 0(BX)
+	VMOVUPS Y5, 32(BX)
+	VMOVUPS Y6, 64(BX)
+	VMOVUPS Y7, 96(BX)
+	ADDQ $128, DI
+	ADDQ $128, BX
+	ADDQ $128, R8
+	SUBQ $32, CX
+	JMP m2s32
+m2s8:
+	CMPQ CX, $8
+	JLT m2end
+	VMOVUPS (DI), Y0
+	VMOVUPS (BX), Y4
+	MOVQ R8, R9
+	MOVQ SI, R11
+	MOVQ R13, R14
+	MOVQ DX, R12
+m2s8a:
+	VBROADCASTSS (R11), Y8
+	VBROADCASTSS (R14), Y9
+	VMOVUPS (R9), Y10
+	VFMADD231PS Y10, Y8, Y0
+	VFMADD231PS Y10, Y9, Y4
+	ADDQ R10, R9
+	ADDQ $4, R11
+	ADDQ $4, R14
+	DECQ R12
+	JNZ m2s8a
+	VMOVUPS Y0, (DI)
+	VMOVUPS Y4, (BX)
+	ADDQ $32, DI
+	ADDQ $32, BX
+	ADDQ $32, R8
+	SUBQ $8, CX
+	JMP m2s8
+m2end:
+	VZEROUPPER
+	RET
+
+// func gerScaleAVX2(mat *float32, stride int, m, n int, alpha float32, u, v *float32)
+// mat[a·stride:][:n] = alpha·mat[a·stride:][:n] + u[a]·v for a < m, in one
+// pass; n a multiple of 8, stride in bytes.
+TEXT ·gerScaleAVX2(SB), NOSPLIT, $0-56
+	MOVQ mat+0(FP), R8
+	MOVQ stride+8(FP), R10
+	MOVQ m+16(FP), DX
+	MOVQ n+24(FP), CX
+	VBROADCASTSS alpha+32(FP), Y15
+	MOVQ u+40(FP), DI
+	MOVQ v+48(FP), SI
+	TESTQ DX, DX
+	JZ gsend
+gs32:
+	CMPQ CX, $32
+	JLT gs8
+	VMOVUPS 0(SI), Y0
+	VMOVUPS 32(SI), Y1
+	VMOVUPS 64(SI), Y2
+	VMOVUPS 96(SI), Y3
+	MOVQ R8, R9
+	MOVQ DI, R11
+	MOVQ DX, R12
+gs32a:
+	VBROADCASTSS (R11), Y8
+	VMULPS 0(R9), Y15, Y4
+	VMULPS 32(R9), Y15, Y5
+	VMULPS 64(R9), Y15, Y6
+	VMULPS 96(R9), Y15, Y7
+	VFMADD231PS Y0, Y8, Y4
+	VFMADD231PS Y1, Y8, Y5
+	VFMADD231PS Y2, Y8, Y6
+	VFMADD231PS Y3, Y8, Y7
+	VMOVUPS Y4, 0(R9)
+	VMOVUPS Y5, 32(R9)
+	VMOVUPS Y6, 64(R9)
+	VMOVUPS Y7, 96(R9)
+	ADDQ R10, R9
+	ADDQ $4, R11
+	DECQ R12
+	JNZ gs32a
+	ADDQ $128, SI
+	ADDQ $128, R8
+	SUBQ $32, CX
+	JMP gs32
+gs8:
+	CMPQ CX, $8
+	JLT gsend
+	VMOVUPS (SI), Y0
+	MOVQ R8, R9
+	MOVQ DI, R11
+	MOVQ DX, R12
+gs8a:
+	VBROADCASTSS (R11), Y8
+	VMULPS (R9), Y15, Y4
+	VFMADD231PS Y0, Y8, Y4
+	VMOVUPS Y4, (R9)
+	ADDQ R10, R9
+	ADDQ $4, R11
+	DECQ R12
+	JNZ gs8a
+	ADDQ $32, SI
+	ADDQ $32, R8
+	SUBQ $8, CX
+	JMP gs8
+gsend:
+	VZEROUPPER
+	RET
+
+
+// func gemmAccAVX2(m, n, k int, a *float32, lda int, b *float32, ldb int, c *float32, ldc int)
+// gemmAccAVX512 in tiles of 6 rows × 16 columns (n a multiple of 16): 12
+// sums in registers, each B vector loaded serving six rows.
+TEXT ·gemmAccAVX2(SB), NOSPLIT, $0-72
+	MOVQ lda+32(FP), R8
+	LEAQ (R8)(R8*2), R9
+	MOVQ ldb+48(FP), R11
+	MOVQ ldc+64(FP), R12
+	XORQ BX, BX
+hcol:
+	MOVQ n+8(FP), AX
+	SHLQ $2, AX
+	CMPQ BX, AX
+	JGE hdone
+	MOVQ m+0(FP), AX
+	MOVQ a+24(FP), R13
+	MOVQ c+56(FP), R14
+	ADDQ BX, R14
+hsix:
+	CMPQ AX, $6
+	JLT hone
+	MOVQ R14, DX
+	HLD2(Y0, Y1)
+	HLD2(Y2, Y3)
+	HLD2(Y4, Y5)
+	HLD2(Y6, Y7)
+	HLD2(Y8, Y9)
+	HLD2(Y10, Y11)
+	MOVQ R13, SI
+	LEAQ (SI)(R8*4), R10
+	MOVQ b+40(FP), DI
+	ADDQ BX, DI
+	MOVQ k+16(FP), CX
+hsixk:
+	VMOVUPS (DI), Y12
+	VMOVUPS 32(DI), Y13
+	HFMA2((SI), Y0, Y1)
+	HFMA2((SI)(R8*1), Y2, Y3)
+	HFMA2((SI)(R8*2), Y4, Y5)
+	HFMA2((SI)(R9*1), Y6, Y7)
+	HFMA2((R10), Y8, Y9)
+	HFMA2((R10)(R8*1), Y10, Y11)
+	ADDQ $4, SI
+	ADDQ $4, R10
+	ADDQ R11, DI
+	DECQ CX
+	JNZ hsixk
+	MOVQ R14, DX
+	HST2(Y0, Y1)
+	HST2(Y2, Y3)
+	HST2(Y4, Y5)
+	HST2(Y6, Y7)
+	HST2(Y8, Y9)
+	HST2(Y10, Y11)
+	MOVQ DX, R14
+	LEAQ (R13)(R8*4), R13
+	LEAQ (R13)(R8*2), R13
+	SUBQ $6, AX
+	JMP hsix
+hone:
+	TESTQ AX, AX
+	JZ hnext
+	MOVQ R14, DX
+	VMOVUPS (DX), Y0
+	VMOVUPS 32(DX), Y1
+	MOVQ R13, SI
+	MOVQ b+40(FP), DI
+	ADDQ BX, DI
+	MOVQ k+16(FP), CX
+honek:
+	VBROADCASTSS (SI), Y14
+	VFMADD231PS (DI), Y14, Y0
+	VFMADD231PS 32(DI), Y14, Y1
+	ADDQ $4, SI
+	ADDQ R11, DI
+	DECQ CX
+	JNZ honek
+	VMOVUPS Y0, (DX)
+	VMOVUPS Y1, 32(DX)
+	ADDQ R12, R14
+	ADDQ R8, R13
+	DECQ AX
+	JMP hone
+hnext:
+	ADDQ $64, BX
+	JMP hcol
+hdone:
+	VZEROUPPER
+	RET
