@@ -15,20 +15,40 @@ func fmaVecAVX512(dst, a, b *float32, n int)
 //go:noescape
 func addVecAVX512(dst, a, b *float32, n int)
 
-// vec16 is the part of n the 16-lane kernels take, or 0 without them.
-func vec16(n int) int {
-	if !hasAVX512 {
+//go:noescape
+func sigmoidAVX2(dst, x *float32, n int)
+
+//go:noescape
+func swigluAVX2(dst, gate, up *float32, n int)
+
+//go:noescape
+func sigmoidMulAVX2(dst, x, gate *float32, n int)
+
+//go:noescape
+func fmaVecAVX2(dst, a, b *float32, n int)
+
+//go:noescape
+func addVecAVX2(dst, a, b *float32, n int)
+
+// vecPart is the part of n the vector kernels take (a multiple of
+// vecWidth), or 0 without them.
+func vecPart(n int) int {
+	if vecWidth == 0 {
 		return 0
 	}
-	return n &^ 15
+	return n &^ (vecWidth - 1)
 }
 
 // sigmoidVec computes dst = σ(x).
 func sigmoidVec(dst, x []float32) {
 	x = x[:len(dst)]
-	v := vec16(len(dst))
+	v := vecPart(len(dst))
 	if v > 0 {
-		sigmoidAVX512(&dst[0], &x[0], v)
+		if hasAVX512 {
+			sigmoidAVX512(&dst[0], &x[0], v)
+		} else {
+			sigmoidAVX2(&dst[0], &x[0], v)
+		}
 	}
 	sigmoidVecGo(dst[v:], x[v:])
 }
@@ -36,14 +56,18 @@ func sigmoidVec(dst, x []float32) {
 // swigluVec computes dst = silu(gate)·up, or silu(gate) where up is nil.
 func swigluVec(dst, gate, up []float32) {
 	gate = gate[:len(dst)]
-	v := vec16(len(dst))
+	v := vecPart(len(dst))
 	if v > 0 {
 		var u *float32
 		if up != nil {
 			up = up[:len(dst)]
 			u = &up[0]
 		}
-		swigluAVX512(&dst[0], &gate[0], u, v)
+		if hasAVX512 {
+			swigluAVX512(&dst[0], &gate[0], u, v)
+		} else {
+			swigluAVX2(&dst[0], &gate[0], u, v)
+		}
 	}
 	if up != nil {
 		up = up[v:]
@@ -54,9 +78,13 @@ func swigluVec(dst, gate, up []float32) {
 // sigmoidMulVec computes dst = x·σ(gate).
 func sigmoidMulVec(dst, x, gate []float32) {
 	x, gate = x[:len(dst)], gate[:len(dst)]
-	v := vec16(len(dst))
+	v := vecPart(len(dst))
 	if v > 0 {
-		sigmoidMulAVX512(&dst[0], &x[0], &gate[0], v)
+		if hasAVX512 {
+			sigmoidMulAVX512(&dst[0], &x[0], &gate[0], v)
+		} else {
+			sigmoidMulAVX2(&dst[0], &x[0], &gate[0], v)
+		}
 	}
 	sigmoidMulVecGo(dst[v:], x[v:], gate[v:])
 }
@@ -64,9 +92,13 @@ func sigmoidMulVec(dst, x, gate []float32) {
 // fmaVec computes dst += a·b elementwise.
 func fmaVec(dst, a, b []float32) {
 	a, b = a[:len(dst)], b[:len(dst)]
-	v := vec16(len(dst))
+	v := vecPart(len(dst))
 	if v > 0 {
-		fmaVecAVX512(&dst[0], &a[0], &b[0], v)
+		if hasAVX512 {
+			fmaVecAVX512(&dst[0], &a[0], &b[0], v)
+		} else {
+			fmaVecAVX2(&dst[0], &a[0], &b[0], v)
+		}
 	}
 	fmaVecGo(dst[v:], a[v:], b[v:])
 }
@@ -74,9 +106,13 @@ func fmaVec(dst, a, b []float32) {
 // addVec computes dst = a + b.
 func addVec(dst, a, b []float32) {
 	a, b = a[:len(dst)], b[:len(dst)]
-	v := vec16(len(dst))
+	v := vecPart(len(dst))
 	if v > 0 {
-		addVecAVX512(&dst[0], &a[0], &b[0], v)
+		if hasAVX512 {
+			addVecAVX512(&dst[0], &a[0], &b[0], v)
+		} else {
+			addVecAVX2(&dst[0], &a[0], &b[0], v)
+		}
 	}
 	addVecGo(dst[v:], a[v:], b[v:])
 }
