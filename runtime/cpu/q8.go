@@ -192,6 +192,12 @@ func matMulQ8(dst, x, w *rt.Tensor) {
 	wb := w.Bytes()
 	d := dst.F32()
 	ds := dst.Strides()[0]
+	if q8AVX2OK() {
+		matMulQ8AVX2(dst, x, w, xq.b, xs.f)
+		putBytes(xq)
+		putF32(xs)
+		return
+	}
 	if m <= q8DecodeMaxRows && q8DecodeOK(rb) {
 		// Decode: stream each weight row once against the few activation rows.
 		t := q8DecodeTasks.get()
@@ -245,4 +251,59 @@ func (t *q8MatTask) run(lo, hi int) {
 		}
 	}
 	putBytes(prep)
+}
+
+// matMulQ8AVX2 is matMulQ8 on CPUs without VNNI: the quantized activation
+// rows (q, s) are made signed, and each weight block is multiplied in
+// registers with four activation rows at a time (q8Rows4), weight rows in
+// blocks that stay in L1 against activation rows from L2; the rows past a
+// multiple of four (a decode step's one) one at a time, with the same bits.
+func matMulQ8AVX2(dst, x, w *rt.Tensor, q []byte, s []float32) {
+	m, k, n := x.Dim(0), x.Dim(1), w.Dim(0)
+	np := q8Pairs(k)
+	q8Signed(q[:m*np*64])
+	rb := w.DType().ByteLen(k)
+	t := q8Rows4Tasks.get()
+	*t = q8Rows4Task{w: w.Bytes(), rb: rb, m: m, np: np, rowBlock: max(4, (256<<10)/(np*128)/4*4),
+		wBlock: max(4, (16<<10)/rb), q: q, s: s, out: dst.F32(), ds: dst.Strides()[0]}
+	parallelTask(n, t.wBlock, t)
+	q8Rows4Tasks.put(t)
+}
+
+// q8Signed takes the +128 off quantized activations.
+func q8Signed(q []byte) {
+	for i := range q {
+		q[i] ^= 0x80
+	}
+}
+
+// q8Rows4Task runs weight rows [lo, hi) of matMulQ8AVX2 against every
+// activation row: rowBlock rows (about 256 KB) a pass, wBlock weight rows
+// (about 16 KB) against each four of them.
+type q8Rows4Task struct {
+	w                           []byte
+	rb, m, np, rowBlock, wBlock int
+	q                           []byte
+	s, out                      []float32
+	ds                          int
+}
+
+var q8Rows4Tasks taskPool[q8Rows4Task]
+
+func (t *q8Rows4Task) run(lo, hi int) {
+	qs, ss := t.np*64, t.np*16
+	for r0 := 0; r0 < t.m; r0 += t.rowBlock {
+		r1 := min(t.m, r0+t.rowBlock)
+		for j0 := lo; j0 < hi; j0 += t.wBlock {
+			j1 := min(hi, j0+t.wBlock)
+			w := t.w[j0*t.rb : j1*t.rb]
+			r := r0
+			for ; r+4 <= r1; r += 4 {
+				q8Rows4(w, t.rb, t.q[r*qs:], qs, t.s[r*ss:], ss, t.out[r*t.ds+j0:], t.ds)
+			}
+			for ; r < r1; r++ {
+				q8Rows1(w, t.rb, t.q[r*qs:], t.s[r*ss:], t.out[r*t.ds+j0:r*t.ds+j1])
+			}
+		}
+	}
 }

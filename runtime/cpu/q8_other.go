@@ -32,3 +32,17 @@ func kDecodeRows(dt rt.DType, w []byte, rowBytes int, a *kAct, out []float32) {
 func q8Decode4(w []byte, rowBytes int, q []byte, s []float32, out []float32, outStride int) {
 	panic("cpu: no q8Decode4 kernel")
 }
+
+func kAVX2OK(dt rt.DType) bool { return false }
+func kRows4AVX2(dt rt.DType, w []byte, rowBytes int, act []byte, aStride int, bs []int16, bStride int, out []float32, outStride int) {
+	panic("no AVX2 k-quant kernel")
+}
+func kRows1AVX2(dt rt.DType, w []byte, rowBytes int, act []byte, bs []int16, out []float32) {
+	panic("no AVX2 k-quant kernel")
+}
+
+func q8AVX2OK() bool { return false }
+func q8Rows4(w []byte, rowBytes int, q []byte, qStride int, s []float32, sStride int, out []float32, outStride int) {
+	panic("no AVX2 Q8_0 kernel")
+}
+func q8Rows1(w []byte, rowBytes int, q []byte, s []float32, out []float32) { panic("no AVX2 Q8_0 kernel") }

@@ -347,3 +347,51 @@ func quantized(x *rt.Tensor) []byte {
 	quantizeRowsK(x, nsb, act)
 	return act
 }
+
+// TestMatMulQ8AVX2Agrees holds the AVX2 Q8_0 matmul (four activation rows a
+// weight block, the rows left one at a time, weight rows past a block, an
+// odd number of blocks) to the prepared path in Go, and checks that a row's
+// bits do not depend on its batch.
+func TestMatMulQ8AVX2Agrees(t *testing.T) {
+	if !hasAVX2 {
+		t.Skip("no AVX2")
+	}
+	rng := rand.New(rand.NewPCG(27, 28))
+	for _, shape := range [][3]int{{1, 1024, 37}, {7, 1024, 37}, {2, 96, 3}, {9, 2304, 20}} {
+		m, k, n := shape[0], shape[1], shape[2]
+		np := q8Pairs(k)
+		wq, _ := quant.Quantize(rt.Q8_0, randF32(rng, n*k, 0.05))
+		rb := rt.Q8_0.ByteLen(k)
+		xs := randF32(rng, m*k, 1)
+		clear(xs[(m-1)*k : (m-1)*k+32]) // an all-zero block
+		x, _ := rt.FromF32(xs, m, k)
+		w, _ := rt.FromBytes(rt.Q8_0, wq, n, k)
+		q, s := make([]byte, m*np*64), make([]float32, m*np*16)
+		quantizeRows(x, np, q, s)
+		got := rt.New(rt.F32, m, n)
+		matMulQ8AVX2(got, x, w, slices.Clone(q), s)
+		prep := make([]byte, np*q8PairBytes)
+		want := make([]float32, m)
+		for j := range n {
+			q8PrepGo(wq[j*rb:(j+1)*rb], prep)
+			q8RowsGo(np, prep, q, s, m, np*64, np*16, want, 1)
+			for i := range m {
+				if g := got.F32()[i*n+j]; !near(g, want[i], 1e-4) {
+					t.Fatalf("%v: out[%d,%d] = %v, prepared path %v", shape, i, j, g, want[i])
+				}
+			}
+		}
+		for i := range m {
+			one, _ := rt.FromF32(xs[i*k:(i+1)*k], 1, k)
+			q1, s1 := make([]byte, np*64), make([]float32, np*16)
+			quantizeRows(one, np, q1, s1)
+			alone := rt.New(rt.F32, 1, n)
+			matMulQ8AVX2(alone, one, w, q1, s1)
+			for j := range n {
+				if a, b := got.F32()[i*n+j], alone.F32()[j]; math.Float32bits(a) != math.Float32bits(b) {
+					t.Fatalf("%v row %d col %d: %v in a batch of %d, %v alone", shape, i, j, a, m, b)
+				}
+			}
+		}
+	}
+}

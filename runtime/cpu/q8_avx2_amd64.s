@@ -1,0 +1,130 @@
+#include "textflag.h"
+
+// AVX2 Q8_0 kernels, for CPUs without AVX-512 VNNI. A block's 32 weights
+// multiply 32 signed activations by VPMADDUBSW on |w| and x·sign(w) (no
+// saturation: |w| ≤ 128, |x| ≤ 127), VPMADDWD by ones sums them into 8
+// lanes, and the lanes are weighted by d_w·d_x in floats. They read the
+// activations as quantizeQ8X lays them out, made signed (q8Signed): block b
+// of a row at 32·b in q, its scale 8 times at 8·b in s.
+
+// Q8ROW(ACC, Q, S): one activation row's block at Q (scales at S) against
+// the weight block (Y5 = w, Y4 = |w|, Y6 = d_w), into ACC.
+#define Q8ROW(ACC, Q, S) \
+	VMOVDQU Q, Y7 \
+	VPSIGNB Y5, Y7, Y7 \
+	VPMADDUBSW Y7, Y4, Y7 \
+	VPMADDWD Y15, Y7, Y7 \
+	VCVTDQ2PS Y7, Y7 \
+	VMULPS S, Y6, Y8 \
+	VFMADD231PS Y8, Y7, ACC
+
+// Q8WBLOCK: the weight block at SI into Y5, |w| into Y4, d_w into Y6.
+#define Q8WBLOCK \
+	VMOVDQU 2(SI), Y5 \
+	VPSIGNB Y5, Y5, Y4 \
+	VPBROADCASTW (SI), X6 \
+	VCVTPH2PS X6, Y6
+
+// HSUM8Q(Y, X): X[0] = the sum of Y's 8 floats; clobbers X8.
+#define HSUM8Q(Y, X) \
+	VEXTRACTF128 $1, Y, X8 \
+	VADDPS X8, X, X \
+	VHADDPS X, X, X \
+	VHADDPS X, X, X
+
+// func q8Rows4AVX2(nrows, nblocks int, w *byte, rowBytes int, q *byte, qStride int, s *float32, sStride int, out *float32, outStride int)
+// out[r·outStride + j] (bytes) = Q8_0 row j · activation row r for j <
+// nrows and four activation rows (q rows qStride bytes apart, s rows
+// sStride bytes apart), each weight block loaded once for the four.
+TEXT ·q8Rows4AVX2(SB), NOSPLIT, $0-80
+	MOVQ nrows+0(FP), R9
+	MOVQ w+16(FP), R10
+	MOVQ rowBytes+24(FP), R11
+	MOVQ qStride+40(FP), R8
+	MOVQ sStride+56(FP), DX
+	MOVQ out+64(FP), R12
+	MOVQ outStride+72(FP), R13
+	LEAQ (R8)(R8*2), R14
+	MOVL $0x00010001, AX
+	MOVD AX, X15
+	VPBROADCASTD X15, Y15
+	LEAQ (DX)(DX*2), AX
+	TESTQ R9, R9
+	JZ q4rdone
+q4rrow:
+	MOVQ R10, SI
+	MOVQ q+32(FP), DI
+	MOVQ s+48(FP), BX
+	MOVQ nblocks+8(FP), CX
+	VXORPS Y0, Y0, Y0
+	VXORPS Y1, Y1, Y1
+	VXORPS Y2, Y2, Y2
+	VXORPS Y3, Y3, Y3
+q4rblock:
+	Q8WBLOCK
+	Q8ROW(Y0, (DI), (BX))
+	Q8ROW(Y1, (DI)(R8*1), (BX)(DX*1))
+	Q8ROW(Y2, (DI)(R8*2), (BX)(DX*2))
+	Q8ROW(Y3, (DI)(R14*1), (BX)(AX*1))
+	ADDQ $34, SI
+	ADDQ $32, DI
+	ADDQ $32, BX
+	DECQ CX
+	JNZ q4rblock
+	HSUM8Q(Y0, X0)
+	HSUM8Q(Y1, X1)
+	HSUM8Q(Y2, X2)
+	HSUM8Q(Y3, X3)
+	MOVQ R12, BX
+	VMOVSS X0, (BX)
+	ADDQ R13, BX
+	VMOVSS X1, (BX)
+	ADDQ R13, BX
+	VMOVSS X2, (BX)
+	ADDQ R13, BX
+	VMOVSS X3, (BX)
+	ADDQ $4, R12
+	ADDQ R11, R10
+	DECQ R9
+	JNZ q4rrow
+q4rdone:
+	VZEROUPPER
+	RET
+
+// func q8Rows1AVX2(nrows, nblocks int, w *byte, rowBytes int, q *byte, s *float32, out *float32)
+// q8Rows4AVX2 for one activation row (the same instructions for it, so the
+// same bits); out[j] for weight rows j < nrows.
+TEXT ·q8Rows1AVX2(SB), NOSPLIT, $0-56
+	MOVQ nrows+0(FP), R9
+	MOVQ w+16(FP), R10
+	MOVQ rowBytes+24(FP), R11
+	MOVQ out+48(FP), R12
+	MOVL $0x00010001, AX
+	MOVD AX, X15
+	VPBROADCASTD X15, Y15
+	TESTQ R9, R9
+	JZ q1rdone
+q1rrow:
+	MOVQ R10, SI
+	MOVQ q+32(FP), DI
+	MOVQ s+40(FP), BX
+	MOVQ nblocks+8(FP), CX
+	VXORPS Y0, Y0, Y0
+q1rblock:
+	PREFETCHT0 512(SI)
+	Q8WBLOCK
+	Q8ROW(Y0, (DI), (BX))
+	ADDQ $34, SI
+	ADDQ $32, DI
+	ADDQ $32, BX
+	DECQ CX
+	JNZ q1rblock
+	HSUM8Q(Y0, X0)
+	VMOVSS X0, (R12)
+	ADDQ $4, R12
+	ADDQ R11, R10
+	DECQ R9
+	JNZ q1rrow
+q1rdone:
+	VZEROUPPER
+	RET
