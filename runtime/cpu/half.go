@@ -5,7 +5,7 @@ import rt "github.com/govllm/govllm/runtime"
 // halfSupported reports whether matMulHalf has kernels for weights of dt
 // with rows of k elements.
 func halfSupported(dt rt.DType, k int) bool {
-	return hasAVX512 && (dt == rt.BF16 || dt == rt.F16) && k%32 == 0
+	return (hasAVX512 || hasAVX2) && (dt == rt.BF16 || dt == rt.F16) && k%32 == 0
 }
 
 // halfDecodeTask streams BF16/F16 weight rows [lo, hi) against one
@@ -34,6 +34,14 @@ func matMulHalf(dst, x, w *rt.Tensor) {
 	ds := dst.Strides()[0]
 	xs := x.Strides()[0]
 	xf := x.F32()
+	if !hasAVX512 {
+		t := halfAVX2Tasks.get()
+		*t = halfAVX2Task{f16: f16, w: wh, k: k, m: m, rowBlock: max(4, (128<<10)/(4*k)/4*4),
+			wBlock: max(4, (16<<10)/(2*k)), x: xf, xs: xs, out: d, ds: ds}
+		parallelTask(n, t.wBlock, t)
+		halfAVX2Tasks.put(t)
+		return
+	}
 	if m == 1 {
 		t := halfDecodeTasks.get()
 		*t = halfDecodeTask{f16: f16, w: wh, k: k, x: xf[:k], out: d}
@@ -90,6 +98,41 @@ func (t *halfMatTask) run(lo, hi int) {
 		}
 		for ; j < hi; j++ {
 			halfRows(t.f16, t.w[j*k:(j+1)*k], x[r0*t.xs:], rows, t.xs, out[r0*t.ds+j:], t.ds)
+		}
+	}
+}
+
+// halfAVX2Task runs weight rows [lo, hi) of matMulHalf on CPUs without
+// AVX-512 against every activation row: rowBlock rows (about 128 KB) a
+// pass, wBlock weight rows (about 16 KB, in L1) against each four of them
+// (halfRows4AVX2); the rows past a multiple of four (a decode step's one)
+// one at a time, with the same bits (halfRows1AVX2).
+type halfAVX2Task struct {
+	f16                    bool
+	w                      []uint16
+	k, m, rowBlock, wBlock int
+	x                      []float32
+	xs                     int
+	out                    []float32
+	ds                     int
+}
+
+var halfAVX2Tasks taskPool[halfAVX2Task]
+
+func (t *halfAVX2Task) run(lo, hi int) {
+	k := t.k
+	for r0 := 0; r0 < t.m; r0 += t.rowBlock {
+		r1 := min(t.m, r0+t.rowBlock)
+		for j0 := lo; j0 < hi; j0 += t.wBlock {
+			j1 := min(hi, j0+t.wBlock)
+			w := t.w[j0*k : j1*k]
+			r := r0
+			for ; r+4 <= r1; r += 4 {
+				halfRows4AVX2(t.f16, w, k, t.x[r*t.xs:], t.xs, t.out[r*t.ds+j0:], t.ds)
+			}
+			for ; r < r1; r++ {
+				halfRows1AVX2(t.f16, w, k, t.x[r*t.xs:r*t.xs+k], t.out[r*t.ds+j0:r*t.ds+j1])
+			}
 		}
 	}
 }

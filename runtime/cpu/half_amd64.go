@@ -71,3 +71,79 @@ func halfDecode(f16 bool, w []uint16, k int, x []float32, out []float32) {
 		bf16DecodeAVX512(len(out), &w[0], k, &x[0], &out[0])
 	}
 }
+
+//go:noescape
+func bf16R4W2AVX2(w *uint16, k, npairs int, x *float32, xStride int, out *float32, outStride int)
+
+//go:noescape
+func f16R4W2AVX2(w *uint16, k, npairs int, x *float32, xStride int, out *float32, outStride int)
+
+//go:noescape
+func bf16R4W1AVX2(w *uint16, k int, x *float32, xStride int, out *float32, outStride int)
+
+//go:noescape
+func f16R4W1AVX2(w *uint16, k int, x *float32, xStride int, out *float32, outStride int)
+
+//go:noescape
+func bf16R1W4AVX2(w *uint16, k, nquads int, x *float32, out *float32)
+
+//go:noescape
+func f16R1W4AVX2(w *uint16, k, nquads int, x *float32, out *float32)
+
+//go:noescape
+func bf16R1W1AVX2(w *uint16, k, nrows int, x *float32, out *float32)
+
+//go:noescape
+func f16R1W1AVX2(w *uint16, k, nrows int, x *float32, out *float32)
+
+// halfRows4AVX2 computes out[r·outStride + j] = weight row j of w (rows of
+// k halves) · activation row r (xStride apart) for four activation rows:
+// weight rows in pairs, an odd last one alone.
+func halfRows4AVX2(f16 bool, w []uint16, k int, x []float32, xStride int, out []float32, outStride int) {
+	n := len(w) / k
+	if n == 0 {
+		return
+	}
+	_ = x[3*xStride+k-1]
+	_ = out[3*outStride+n-1]
+	if p := n / 2; p > 0 {
+		if f16 {
+			f16R4W2AVX2(&w[0], k, p, &x[0], 4*xStride, &out[0], 4*outStride)
+		} else {
+			bf16R4W2AVX2(&w[0], k, p, &x[0], 4*xStride, &out[0], 4*outStride)
+		}
+	}
+	if n%2 == 1 {
+		if f16 {
+			f16R4W1AVX2(&w[(n-1)*k], k, &x[0], 4*xStride, &out[n-1], 4*outStride)
+		} else {
+			bf16R4W1AVX2(&w[(n-1)*k], k, &x[0], 4*xStride, &out[n-1], 4*outStride)
+		}
+	}
+}
+
+// halfRows1AVX2 is halfRows4AVX2 for one activation row, with the same
+// bits: out[j] for each weight row j, four at a time, then one.
+func halfRows1AVX2(f16 bool, w []uint16, k int, x []float32, out []float32) {
+	n := len(w) / k
+	if n == 0 {
+		return
+	}
+	_ = x[k-1]
+	_ = out[n-1]
+	if q := n / 4; q > 0 {
+		if f16 {
+			f16R1W4AVX2(&w[0], k, q, &x[0], &out[0])
+		} else {
+			bf16R1W4AVX2(&w[0], k, q, &x[0], &out[0])
+		}
+	}
+	if r := n % 4; r > 0 {
+		o := n - r
+		if f16 {
+			f16R1W1AVX2(&w[o*k], k, r, &x[0], &out[o])
+		} else {
+			bf16R1W1AVX2(&w[o*k], k, r, &x[0], &out[o])
+		}
+	}
+}
