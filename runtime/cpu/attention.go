@@ -149,7 +149,7 @@ func attention(dst, q, k, v *rt.Tensor, seqs []rt.AttnSeq, blockSize int, scale 
 	}
 	*a = attnTask{dst: dst, q: q, ks: k.F32(), vs: v.F32(), hkv: k.Dim(1), seqs: seqs, rows: rows, units: units,
 		blockSize: blockSize, longest: longest, scale: scale}
-	if hasAVX512 && q.Dim(2)%16 == 0 {
+	if (hasAVX512 || hasAVX2) && q.Dim(2)%16 == 0 {
 		a.tiled = true
 		parallelTask(len(units)*a.hkv, 1, a)
 	} else {

@@ -54,7 +54,11 @@ func f32Tile64(w []float32, wStride, k int, x []float32, xStride int, out []floa
 	_ = w[3*wStride+k-1]
 	_ = x[5*xStride+k-1]
 	_ = out[5*outStride+3]
-	f32Tile64AVX512(&w[0], 4*wStride, k, &x[0], 4*xStride, &out[0], 4*outStride)
+	if hasAVX512 {
+		f32Tile64AVX512(&w[0], 4*wStride, k, &x[0], 4*xStride, &out[0], 4*outStride)
+	} else {
+		f32Tile64AVX2(&w[0], 4*wStride, k, &x[0], 4*xStride, &out[0], 4*outStride)
+	}
 }
 
 // halfDecode computes out[j] = weight row j of w (k elements, a multiple of
@@ -71,6 +75,9 @@ func halfDecode(f16 bool, w []uint16, k int, x []float32, out []float32) {
 		bf16DecodeAVX512(len(out), &w[0], k, &x[0], &out[0])
 	}
 }
+
+//go:noescape
+func f32Tile64AVX2(w *float32, wStride, k int, x *float32, xStride int, out *float32, outStride int)
 
 //go:noescape
 func bf16R4W2AVX2(w *uint16, k, npairs int, x *float32, xStride int, out *float32, outStride int)

@@ -20,6 +20,83 @@
 	VHADDPS X, X, X \
 	VHADDPS X, X, X
 
+// F32TILE2: the 6×2 half of a 6×4 f32 tile: out[r·outStride + c] = x row r
+// · w row c for r < 6 and the two w rows at SI, (SI)(R8*1); 12 sums in
+// registers, each a single accumulator over k reduced by HSUM8H.
+#define F32TILE2 \
+	VXORPS Y0, Y0, Y0 \
+	VXORPS Y1, Y1, Y1 \
+	VXORPS Y2, Y2, Y2 \
+	VXORPS Y3, Y3, Y3 \
+	VXORPS Y4, Y4, Y4 \
+	VXORPS Y5, Y5, Y5 \
+	VXORPS Y6, Y6, Y6 \
+	VXORPS Y7, Y7, Y7 \
+	VXORPS Y8, Y8, Y8 \
+	VXORPS Y9, Y9, Y9 \
+	VXORPS Y10, Y10, Y10 \
+	VXORPS Y11, Y11, Y11 \
+	MOVQ x+24(FP), DI \
+	LEAQ (DI)(R10*4), DX \
+	MOVQ k+16(FP), CX \
+	MOVQ SI, BX \
+f2loop: \
+	VMOVUPS (BX), Y12 \
+	VMOVUPS (BX)(R8*1), Y13 \
+	VMOVUPS (DI), Y14 \
+	VFMADD231PS Y12, Y14, Y0 \
+	VFMADD231PS Y13, Y14, Y1 \
+	VMOVUPS (DI)(R10*1), Y14 \
+	VFMADD231PS Y12, Y14, Y2 \
+	VFMADD231PS Y13, Y14, Y3 \
+	VMOVUPS (DI)(R10*2), Y14 \
+	VFMADD231PS Y12, Y14, Y4 \
+	VFMADD231PS Y13, Y14, Y5 \
+	VMOVUPS (DI)(R14*1), Y14 \
+	VFMADD231PS Y12, Y14, Y6 \
+	VFMADD231PS Y13, Y14, Y7 \
+	VMOVUPS (DX), Y14 \
+	VFMADD231PS Y12, Y14, Y8 \
+	VFMADD231PS Y13, Y14, Y9 \
+	VMOVUPS (DX)(R10*1), Y14 \
+	VFMADD231PS Y12, Y14, Y10 \
+	VFMADD231PS Y13, Y14, Y11 \
+	ADDQ $32, BX \
+	ADDQ $32, DI \
+	ADDQ $32, DX \
+	SUBQ $8, CX \
+	JNZ f2loop \
+	HSUM8H(Y0, X0) \
+	HSUM8H(Y1, X1) \
+	HSUM8H(Y2, X2) \
+	HSUM8H(Y3, X3) \
+	HSUM8H(Y4, X4) \
+	HSUM8H(Y5, X5) \
+	HSUM8H(Y6, X6) \
+	HSUM8H(Y7, X7) \
+	HSUM8H(Y8, X8) \
+	HSUM8H(Y9, X9) \
+	HSUM8H(Y10, X10) \
+	HSUM8H(Y11, X11) \
+	MOVQ R12, BX \
+	VMOVSS X0, (BX) \
+	VMOVSS X1, 4(BX) \
+	ADDQ R13, BX \
+	VMOVSS X2, (BX) \
+	VMOVSS X3, 4(BX) \
+	ADDQ R13, BX \
+	VMOVSS X4, (BX) \
+	VMOVSS X5, 4(BX) \
+	ADDQ R13, BX \
+	VMOVSS X6, (BX) \
+	VMOVSS X7, 4(BX) \
+	ADDQ R13, BX \
+	VMOVSS X8, (BX) \
+	VMOVSS X9, 4(BX) \
+	ADDQ R13, BX \
+	VMOVSS X10, (BX) \
+	VMOVSS X11, 4(BX)
+
 // H2R4W2: out[r·outStride + c] for 4 activation rows (xStride bytes apart)
 // and weight rows c of each pair (k halves apart), npairs pairs.
 #define H2R4W2(WIDEN) \
@@ -242,3 +319,23 @@ TEXT ·f16R1W4AVX2(SB), NOSPLIT, $0-40
 // func f16R1W1AVX2(w *uint16, k, nrows int, x *float32, out *float32)
 TEXT ·f16R1W1AVX2(SB), NOSPLIT, $0-40
 	H2R1W1(WIDEN2_F16)
+
+// func f32Tile64AVX2(w *float32, wStride, k int, x *float32, xStride int, out *float32, outStride int)
+// f32Tile64AVX512's 6×4 tile (strides in bytes; k a multiple of 8) as two
+// 6×2 halves, AVX2 having 16 registers.
+TEXT ·f32Tile64AVX2(SB), NOSPLIT, $0-56
+	MOVQ w+0(FP), SI
+	MOVQ wStride+8(FP), R8
+	MOVQ xStride+32(FP), R10
+	MOVQ out+40(FP), R12
+	MOVQ outStride+48(FP), R13
+	LEAQ (R10)(R10*2), R14
+	MOVQ $2, R9
+f2half:
+	F32TILE2
+	LEAQ (SI)(R8*2), SI
+	ADDQ $8, R12
+	DECQ R9
+	JNZ f2half
+	VZEROUPPER
+	RET
