@@ -422,7 +422,9 @@ type attnTestSeq struct {
 // arithmetic: with 8-wide heads (one row at a time), and with heads of 16
 // and 64 (attnTile's tiles, with key blocks of 2 (no whole group of four
 // keys) and 8, and units of several tokens).
-func TestPagedAttentionMatchesReference(t *testing.T) { cpu.EachKernelSet(t, testPagedAttentionMatchesReference) }
+func TestPagedAttentionMatchesReference(t *testing.T) {
+	cpu.EachKernelSet(t, testPagedAttentionMatchesReference)
+}
 
 func testPagedAttentionMatchesReference(t *testing.T) {
 	pagedAttentionAgainstReference(t, 4, 2, 8, 2, []attnTestSeq{{start: 3, n: 4, blocks: []int32{5, 0, 7, 2}}, {start: 0, n: 3, blocks: []int32{6, 1}}})
@@ -803,7 +805,9 @@ func TestArgmax(t *testing.T) {
 // the same bits in a prefill of the whole sequence and as a decode step on
 // its own, so that a request's output does not depend on how the scheduler
 // cut it (preemption recomputes sequences in other chunks).
-func TestAttentionRowBitsIndependentOfChunks(t *testing.T) { cpu.EachKernelSet(t, testAttentionRowBitsIndependentOfChunks) }
+func TestAttentionRowBitsIndependentOfChunks(t *testing.T) {
+	cpu.EachKernelSet(t, testAttentionRowBitsIndependentOfChunks)
+}
 
 func testAttentionRowBitsIndependentOfChunks(t *testing.T) {
 	be := backend(t)
