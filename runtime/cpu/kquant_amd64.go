@@ -87,6 +87,12 @@ func kDecodeRows(dt rt.DType, w []byte, rowBytes int, a *kAct, out []float32) {
 }
 
 //go:noescape
+func q5kRows4AVX2(nrows, nblocks int, w *byte, rowBytes int, act *byte, aStride int, out *float32, outStride int)
+
+//go:noescape
+func q5kRows1AVX2(nrows, nblocks int, w *byte, rowBytes int, act *byte, out *float32)
+
+//go:noescape
 func q4kRows1AVX2(nrows, nblocks int, w *byte, rowBytes int, act *byte, out *float32)
 
 //go:noescape
@@ -94,7 +100,7 @@ func q6kRows1AVX2(nrows, nblocks int, w *byte, rowBytes int, act *byte, bsums *i
 
 // kAVX2OK reports whether the AVX2 k-quant kernels (for CPUs without
 // VNNI) take weights of dt.
-func kAVX2OK(dt rt.DType) bool { return hasAVX2 && (dt == rt.Q4_K || dt == rt.Q6_K) }
+func kAVX2OK(dt rt.DType) bool { return hasAVX2 && kQuantSupported(dt) }
 
 // kRows1AVX2 is kRows4AVX2 for one activation row: out[j] for each weight
 // row j of w, with the same bits as the row gets in kRows4AVX2.
@@ -106,8 +112,12 @@ func kRows1AVX2(dt rt.DType, w []byte, rowBytes int, act []byte, bs []int16, out
 	}
 	_ = act[nsb*kActBytes-1]
 	_ = out[n-1]
-	if dt == rt.Q4_K {
+	switch dt {
+	case rt.Q4_K:
 		q4kRows1AVX2(n, nsb, &w[0], rowBytes, &act[0], &out[0])
+		return
+	case rt.Q5_K:
+		q5kRows1AVX2(n, nsb, &w[0], rowBytes, &act[0], &out[0])
 		return
 	}
 	_ = bs[nsb*16-1]
@@ -133,8 +143,12 @@ func kRows4AVX2(dt rt.DType, w []byte, rowBytes int, act []byte, aStride int, bs
 	}
 	_ = act[3*aStride+nsb*kActBytes-1]
 	_ = out[3*outStride+n-1]
-	if dt == rt.Q4_K {
+	switch dt {
+	case rt.Q4_K:
 		q4kRows4AVX2(n, nsb, &w[0], rowBytes, &act[0], aStride, &out[0], 4*outStride)
+		return
+	case rt.Q5_K:
+		q5kRows4AVX2(n, nsb, &w[0], rowBytes, &act[0], aStride, &out[0], 4*outStride)
 		return
 	}
 	_ = bs[3*bStride+nsb*16-1]

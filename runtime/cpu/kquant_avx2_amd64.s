@@ -68,6 +68,12 @@ DATA k2bc6<>+120(SB)/8, $0x0f0e0f0e0f0e0f0e
 GLOBL k2bc6<>(SB), RODATA|NOPTR, $128
 
 
+DATA k2m10<>+0(SB)/8, $0x1010101010101010
+DATA k2m10<>+8(SB)/8, $0x1010101010101010
+DATA k2m10<>+16(SB)/8, $0x1010101010101010
+DATA k2m10<>+24(SB)/8, $0x1010101010101010
+GLOBL k2m10<>(SB), RODATA|NOPTR, $32
+
 DATA k2m30<>+0(SB)/8, $0x3030303030303030
 DATA k2m30<>+8(SB)/8, $0x3030303030303030
 DATA k2m30<>+16(SB)/8, $0x3030303030303030
@@ -312,6 +318,43 @@ GLOBL k2m2<>(SB), RODATA|NOPTR, $16
 	VPOR Y13, Y12, Y12 \
 	K6R1ROWS(128*N+96, 3)
 
+// K5R4CHUNK(C, LSH, LN, HSH, HN): Q5_K chunk C: K4R4CHUNK's nibbles (qs at 48)
+// with their fifth bits from qh (Y12): bit 2C of each qh byte moved to bit 4
+// by LSH $LN for the low nibbles, bit 2C+1 by HSH $HN for the high.
+#define K5R4CHUNK(C, LSH, LN, HSH, HN) \
+	VMOVDQU 48+32*C(SI), Y9 \
+	VPSRLW $4, Y9, Y10 \
+	VPAND Y15, Y9, Y9 \
+	VPAND Y15, Y10, Y10 \
+	LSH $LN, Y12, Y11 \
+	VPAND k2m10<>(SB), Y11, Y11 \
+	VPOR Y11, Y9, Y9 \
+	HSH $HN, Y12, Y11 \
+	VPAND k2m10<>(SB), Y11, Y11 \
+	VPOR Y11, Y10, Y10 \
+	VPSHUFB k2bc4<>+64*C(SB), Y8, Y13 \
+	VPSHUFB k2bc4<>+64*C+32(SB), Y8, Y14 \
+	K4R4ROW(Y4, 64*C(DI), 64*C+32(DI)) \
+	K4R4ROW(Y5, 64*C(DI)(R8*1), 64*C+32(DI)(R8*1)) \
+	K4R4ROW(Y6, 64*C(DI)(R8*2), 64*C+32(DI)(R8*2)) \
+	K4R4ROW(Y7, 64*C(DI)(R14*1), 64*C+32(DI)(R14*1))
+
+// K5R1CHUNK: K5R4CHUNK for one activation row.
+#define K5R1CHUNK(C, LSH, LN, HSH, HN) \
+	VMOVDQU 48+32*C(SI), Y9 \
+	VPSRLW $4, Y9, Y10 \
+	VPAND Y15, Y9, Y9 \
+	VPAND Y15, Y10, Y10 \
+	LSH $LN, Y12, Y11 \
+	VPAND k2m10<>(SB), Y11, Y11 \
+	VPOR Y11, Y9, Y9 \
+	HSH $HN, Y12, Y11 \
+	VPAND k2m10<>(SB), Y11, Y11 \
+	VPOR Y11, Y10, Y10 \
+	VPSHUFB k2bc4<>+64*C(SB), Y8, Y13 \
+	VPSHUFB k2bc4<>+64*C+32(SB), Y8, Y14 \
+	K4R4ROW(Y4, 64*C(DI), 64*C+32(DI))
+
 // func q4kRows4AVX2(nrows, nblocks int, w *byte, rowBytes int, act *byte, aStride int, out *float32, outStride int)
 // out[r·outStride + j] (bytes) = Q4_K row j · activation row r, for j <
 // nrows and four activation rows (signed integers, aStride bytes apart),
@@ -523,3 +566,120 @@ t1block:
 t1done:
 	VZEROUPPER
 	RET
+
+// func q5kRows4AVX2(nrows, nblocks int, w *byte, rowBytes int, act *byte, aStride int, out *float32, outStride int)
+// out[r·outStride + j] (bytes) = Q5_K row j · activation row r, for j <
+// nrows and four activation rows (signed integers, aStride bytes apart),
+// each weight row decoded once for the four.
+TEXT ·q5kRows4AVX2(SB), NOSPLIT, $0-64
+	MOVQ nrows+0(FP), R9
+	MOVQ w+16(FP), R10
+	MOVQ rowBytes+24(FP), R11
+	MOVQ aStride+40(FP), R8
+	MOVQ out+48(FP), R12
+	MOVQ outStride+56(FP), R13
+	LEAQ (R8)(R8*2), R14
+	MOVL $0x0f0f0f0f, AX
+	MOVD AX, X15
+	VPBROADCASTD X15, Y15
+	TESTQ R9, R9
+	JZ u4done
+u4row:
+	MOVQ R10, SI
+	MOVQ act+32(FP), DI
+	MOVQ nblocks+8(FP), CX
+	VXORPS Y0, Y0, Y0
+	VXORPS Y1, Y1, Y1
+	VXORPS Y2, Y2, Y2
+	VXORPS Y3, Y3, Y3
+	VPXOR Y4, Y4, Y4
+	VPXOR Y5, Y5, Y5
+	VPXOR Y6, Y6, Y6
+	VPXOR Y7, Y7, Y7
+u4block:
+	K2SCALESR
+	VPMOVZXBW X12, Y8
+	VPERMQ $0x44, Y8, Y8
+	VMOVDQU 16(SI), Y12
+	K5R4CHUNK(0, VPSLLW, 4, VPSLLW, 3)
+	K5R4CHUNK(1, VPSLLW, 2, VPSLLW, 1)
+	K5R4CHUNK(2, VPSRLW, 0, VPSRLW, 1)
+	K5R4CHUNK(3, VPSRLW, 2, VPSRLW, 3)
+	K2SCALESR
+	VPSRLDQ $8, X12, X12
+	VPMOVZXBD X12, Y12
+	VCVTDQ2PS Y12, Y12
+	VPBROADCASTW 2(SI), X10
+	VCVTPH2PS X10, Y10
+	VMULPS Y10, Y12, Y12
+	VPBROADCASTW (SI), X9
+	VCVTPH2PS X9, Y9
+	K4R4EPI(Y0, Y4, 256(DI), 320(DI))
+	K4R4EPI(Y1, Y5, 256(DI)(R8*1), 320(DI)(R8*1))
+	K4R4EPI(Y2, Y6, 256(DI)(R8*2), 320(DI)(R8*2))
+	K4R4EPI(Y3, Y7, 256(DI)(R14*1), 320(DI)(R14*1))
+	ADDQ $176, SI
+	ADDQ $384, DI
+	DECQ CX
+	JNZ u4block
+	K4R4STORE
+	ADDQ $4, R12
+	ADDQ R11, R10
+	DECQ R9
+	JNZ u4row
+u4done:
+	VZEROUPPER
+	RET
+
+// func q5kRows1AVX2(nrows, nblocks int, w *byte, rowBytes int, act *byte, out *float32)
+// q5kRows4AVX2 for one activation row; out[j] for weight rows j < nrows.
+TEXT ·q5kRows1AVX2(SB), NOSPLIT, $0-48
+	MOVQ nrows+0(FP), R9
+	MOVQ w+16(FP), R10
+	MOVQ rowBytes+24(FP), R11
+	MOVQ out+40(FP), R12
+	MOVL $0x0f0f0f0f, AX
+	MOVD AX, X15
+	VPBROADCASTD X15, Y15
+	TESTQ R9, R9
+	JZ u1done
+u1row:
+	MOVQ R10, SI
+	MOVQ act+32(FP), DI
+	MOVQ nblocks+8(FP), CX
+	VXORPS Y0, Y0, Y0
+	VPXOR Y4, Y4, Y4
+u1block:
+	PREFETCHT0 512(SI)
+	K2SCALESR
+	VPMOVZXBW X12, Y8
+	VPERMQ $0x44, Y8, Y8
+	VMOVDQU 16(SI), Y12
+	K5R1CHUNK(0, VPSLLW, 4, VPSLLW, 3)
+	K5R1CHUNK(1, VPSLLW, 2, VPSLLW, 1)
+	K5R1CHUNK(2, VPSRLW, 0, VPSRLW, 1)
+	K5R1CHUNK(3, VPSRLW, 2, VPSRLW, 3)
+	K2SCALESR
+	VPSRLDQ $8, X12, X12
+	VPMOVZXBD X12, Y12
+	VCVTDQ2PS Y12, Y12
+	VPBROADCASTW 2(SI), X10
+	VCVTPH2PS X10, Y10
+	VMULPS Y10, Y12, Y12
+	VPBROADCASTW (SI), X9
+	VCVTPH2PS X9, Y9
+	K4R4EPI(Y0, Y4, 256(DI), 320(DI))
+	ADDQ $176, SI
+	ADDQ $384, DI
+	DECQ CX
+	JNZ u1block
+	HSUM8(Y0, X0)
+	VMOVSS X0, (R12)
+	ADDQ $4, R12
+	ADDQ R11, R10
+	DECQ R9
+	JNZ u1row
+u1done:
+	VZEROUPPER
+	RET
+

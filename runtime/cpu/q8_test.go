@@ -280,7 +280,7 @@ func TestMatMulKAVX2Agrees(t *testing.T) {
 		t.Skip("no AVX2")
 	}
 	rng := rand.New(rand.NewPCG(23, 24))
-	for _, dt := range []rt.DType{rt.Q4_K, rt.Q6_K} {
+	for _, dt := range []rt.DType{rt.Q4_K, rt.Q5_K, rt.Q6_K} {
 		for _, shape := range [][3]int{{1, 1024, 37}, {7, 1024, 37}, {2, 256, 3}, {9, 2304, 70}} {
 			m, k, n := shape[0], shape[1], shape[2]
 			nsb := k / 256
@@ -320,7 +320,7 @@ func TestMatMulKAVX2RowBitsIndependentOfBatch(t *testing.T) {
 		t.Skip("no AVX2")
 	}
 	rng := rand.New(rand.NewPCG(25, 26))
-	for _, dt := range []rt.DType{rt.Q4_K, rt.Q6_K} {
+	for _, dt := range []rt.DType{rt.Q4_K, rt.Q5_K, rt.Q6_K} {
 		const m, k, n = 9, 512, 40
 		wq, _ := quant.Quantize(dt, randF32(rng, n*k, 0.05))
 		w, _ := rt.FromBytes(dt, wq, n, k)
