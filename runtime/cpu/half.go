@@ -65,7 +65,8 @@ func halfRowBlock(m, k int) int {
 // halfMatTask runs weight rows [4·lo, 4·hi) of matMulHalf against every
 // activation row, rowBlock rows per pass: in 6×4 tiles (halfTile64), each
 // 4 weight rows in L1 against the pass's rows from L2; the rows beyond the
-// last whole tile one weight row at a time (halfRows).
+// last whole tile in 2×4 tiles (halfTail64); the n%4 last weight rows one at
+// a time (halfRows).
 type halfMatTask struct {
 	f16               bool
 	w                 []uint16
@@ -91,9 +92,7 @@ func (t *halfMatTask) run(lo, hi int) {
 				halfTile64(t.f16, w, k, x[r*t.xs:], t.xs, out[r*t.ds+j:], t.ds)
 			}
 			if tiled < rows {
-				for c := range 4 {
-					halfRows(t.f16, w[c*k:(c+1)*k], x[(r0+tiled)*t.xs:], rows-tiled, t.xs, out[(r0+tiled)*t.ds+j+c:], t.ds)
-				}
+				halfTail64(t.f16, w, k, x[(r0+tiled)*t.xs:], t.xs, rows-tiled, out[(r0+tiled)*t.ds+j:], t.ds)
 			}
 		}
 		for ; j < hi; j++ {

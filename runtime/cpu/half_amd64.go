@@ -13,6 +13,12 @@ func bf16Tile64AVX512(w *uint16, wStride, k int, x *float32, xStride int, out *f
 func f16Tile64AVX512(w *uint16, wStride, k int, x *float32, xStride int, out *float32, outStride int)
 
 //go:noescape
+func bf16Tail64AVX512(w *uint16, wStride, k int, x *float32, xStride int, out *float32, outStride, rows int)
+
+//go:noescape
+func f16Tail64AVX512(w *uint16, wStride, k int, x *float32, xStride int, out *float32, outStride, rows int)
+
+//go:noescape
 func f32Tile64AVX512(w *float32, wStride, k int, x *float32, xStride int, out *float32, outStride int)
 
 //go:noescape
@@ -46,6 +52,18 @@ func halfTile64(f16 bool, w []uint16, k int, x []float32, xStride int, out []flo
 		f16Tile64AVX512(&w[0], 2*k, k, &x[0], 4*xStride, &out[0], 4*outStride)
 	} else {
 		bf16Tile64AVX512(&w[0], 2*k, k, &x[0], 4*xStride, &out[0], 4*outStride)
+	}
+}
+
+// halfTail64 is halfTile64 for the rows (1 to 5) after a pass's last tile.
+func halfTail64(f16 bool, w []uint16, k int, x []float32, xStride, rows int, out []float32, outStride int) {
+	_ = w[3*k+k-1]
+	_ = x[(rows-1)*xStride+k-1]
+	_ = out[(rows-1)*outStride+3]
+	if f16 {
+		f16Tail64AVX512(&w[0], 2*k, k, &x[0], 4*xStride, &out[0], 4*outStride, rows)
+	} else {
+		bf16Tail64AVX512(&w[0], 2*k, k, &x[0], 4*xStride, &out[0], 4*outStride, rows)
 	}
 }
 

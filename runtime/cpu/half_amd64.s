@@ -229,6 +229,79 @@ tloop: \
 	VZEROUPPER \
 	RET
 
+// H16TAIL: the rows (1 to 5) past a pass's last 6×4 tile against the same
+// four weight rows, two activation rows at a time (then one): out[r·outStride
+// + c] for r < rows, c < 4. Each sum is one accumulator over k in steps of 16,
+// reduced by RED4, as in the tile and H16ROWS, so a row's bits are the same
+// whichever kernel takes it. The weight rows are reread from L1 per pair.
+#define H16TAIL(WIDEN, WSTEP) \
+	MOVQ wStride+8(FP), R8 \
+	MOVQ x+24(FP), AX \
+	MOVQ xStride+32(FP), R10 \
+	MOVQ out+40(FP), R12 \
+	MOVQ outStride+48(FP), R13 \
+	MOVQ rows+56(FP), R9 \
+	LEAQ (R8)(R8*2), BX \
+tpair: \
+	CMPQ R9, $2 \
+	JLT tsingle \
+	MOVQ w+0(FP), SI \
+	MOVQ AX, DI \
+	MOVQ k+16(FP), CX \
+	VPXORD Z0, Z0, Z0 \
+	VPXORD Z1, Z1, Z1 \
+	VPXORD Z2, Z2, Z2 \
+	VPXORD Z3, Z3, Z3 \
+	VPXORD Z4, Z4, Z4 \
+	VPXORD Z5, Z5, Z5 \
+	VPXORD Z6, Z6, Z6 \
+	VPXORD Z7, Z7, Z7 \
+tploop: \
+	WIDEN((SI), Z24) \
+	WIDEN((SI)(R8*1), Z25) \
+	WIDEN((SI)(R8*2), Z26) \
+	WIDEN((SI)(BX*1), Z27) \
+	VMOVUPS (DI), Z28 \
+	VMOVUPS (DI)(R10*1), Z29 \
+	ROW4(Z28, Z0, Z1, Z2, Z3) \
+	ROW4(Z29, Z4, Z5, Z6, Z7) \
+	ADDQ $WSTEP, SI \
+	ADDQ $64, DI \
+	SUBQ $16, CX \
+	JNZ tploop \
+	RED4(Z0, Z1, Z2, Z3, Y0, Y1, Y2, Y3, Y0, Y1, Y2, Y3, X0, X1, X2, X3, (R12)) \
+	ADDQ R13, R12 \
+	RED4(Z4, Z5, Z6, Z7, Y4, Y5, Y6, Y7, Y4, Y5, Y6, Y7, X4, X5, X6, X7, (R12)) \
+	ADDQ R13, R12 \
+	LEAQ (AX)(R10*2), AX \
+	SUBQ $2, R9 \
+	JMP tpair \
+tsingle: \
+	TESTQ R9, R9 \
+	JZ tdone \
+	MOVQ w+0(FP), SI \
+	MOVQ AX, DI \
+	MOVQ k+16(FP), CX \
+	VPXORD Z0, Z0, Z0 \
+	VPXORD Z1, Z1, Z1 \
+	VPXORD Z2, Z2, Z2 \
+	VPXORD Z3, Z3, Z3 \
+tsloop: \
+	WIDEN((SI), Z24) \
+	WIDEN((SI)(R8*1), Z25) \
+	WIDEN((SI)(R8*2), Z26) \
+	WIDEN((SI)(BX*1), Z27) \
+	VMOVUPS (DI), Z28 \
+	ROW4(Z28, Z0, Z1, Z2, Z3) \
+	ADDQ $WSTEP, SI \
+	ADDQ $64, DI \
+	SUBQ $16, CX \
+	JNZ tsloop \
+	RED4(Z0, Z1, Z2, Z3, Y0, Y1, Y2, Y3, Y0, Y1, Y2, Y3, X0, X1, X2, X3, (R12)) \
+tdone: \
+	VZEROUPPER \
+	RET
+
 // func bf16RowsAVX512(w *uint16, k int, x *float32, rows, xStride int, out *float32, outStride int)
 TEXT ·bf16RowsAVX512(SB), NOSPLIT, $0-56
 	H16ROWS(WIDEN_BF16)
@@ -256,3 +329,11 @@ TEXT ·f16Tile64AVX512(SB), NOSPLIT, $0-56
 // func f32Tile64AVX512(w *float32, wStride, k int, x *float32, xStride int, out *float32, outStride int)
 TEXT ·f32Tile64AVX512(SB), NOSPLIT, $0-56
 	H16TILE(LOAD_F32, 64)
+
+// func bf16Tail64AVX512(w *uint16, wStride, k int, x *float32, xStride int, out *float32, outStride, rows int)
+TEXT ·bf16Tail64AVX512(SB), NOSPLIT, $0-64
+	H16TAIL(WIDEN_BF16, 32)
+
+// func f16Tail64AVX512(w *uint16, wStride, k int, x *float32, xStride int, out *float32, outStride, rows int)
+TEXT ·f16Tail64AVX512(SB), NOSPLIT, $0-64
+	H16TAIL(WIDEN_F16, 32)

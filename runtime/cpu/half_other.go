@@ -26,3 +26,7 @@ func halfRows4AVX2(f16 bool, w []uint16, k int, x []float32, xStride int, out []
 func halfRows1AVX2(f16 bool, w []uint16, k int, x []float32, out []float32) {
 	panic("cpu: no half-precision kernel")
 }
+
+func halfTail64(f16 bool, w []uint16, k int, x []float32, xStride, rows int, out []float32, outStride int) {
+	panic("cpu: no half-precision kernel")
+}

@@ -71,7 +71,7 @@ func testHalfMatMulRowBitsIndependentOfBatch(t *testing.T) {
 	all := rt.New(rt.F32, m, n)
 	matMul(all, x, w)
 	// Batches of 1 to 12 rows take every tail at every place in the batch
-	// (AVX-512: the 6-row tiles' remainders; AVX2: the 4-row kernel's, and
+	// (AVX-512: the 6-row tiles' remainders, in 2×4 tails; AVX2: the 4-row kernel's, and
 	// a decode step's one row). One row is a decode step: AVX-512's
 	// streaming kernel sums in another order, so it starts at 2 there.
 	first := 1
