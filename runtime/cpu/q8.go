@@ -30,7 +30,9 @@ const (
 
 // activationsQuantized reports whether matmul with weights of dt
 // quantizes the activations to 8 bits.
-func activationsQuantized(dt rt.DType) bool { return dt == rt.Q8_0 || kQuantSupported(dt) }
+func activationsQuantized(dt rt.DType) bool {
+	return dt == rt.Q8_0 || kQuantSupported(dt) || dt == rt.Q4_0 && q8AVX2OK()
+}
 
 // q8Pairs is the number of block pairs of a row of k elements.
 func q8Pairs(k int) int { return (k/q8Block + 1) / 2 }
@@ -253,7 +255,7 @@ func (t *q8MatTask) run(lo, hi int) {
 	putBytes(prep)
 }
 
-// matMulQ8AVX2 is matMulQ8 on CPUs without VNNI: the quantized activation
+// matMulQ8AVX2 is matMulQ8 on CPUs without VNNI (for Q8_0 and Q4_0 weights): the quantized activation
 // rows (q, s) are made signed, and each weight block is multiplied in
 // registers with four activation rows at a time (q8Rows4), weight rows in
 // blocks that stay in L1 against activation rows from L2; the rows past a
@@ -264,7 +266,7 @@ func matMulQ8AVX2(dst, x, w *rt.Tensor, q []byte, s []float32) {
 	q8Signed(q[:m*np*64])
 	rb := w.DType().ByteLen(k)
 	t := q8Rows4Tasks.get()
-	*t = q8Rows4Task{w: w.Bytes(), rb: rb, m: m, np: np, rowBlock: max(4, (256<<10)/(np*128)/4*4),
+	*t = q8Rows4Task{dt: w.DType(), w: w.Bytes(), rb: rb, m: m, np: np, rowBlock: max(4, (256<<10)/(np*128)/4*4),
 		wBlock: max(4, (16<<10)/rb), q: q, s: s, out: dst.F32(), ds: dst.Strides()[0]}
 	parallelTask(n, t.wBlock, t)
 	q8Rows4Tasks.put(t)
@@ -281,6 +283,7 @@ func q8Signed(q []byte) {
 // activation row: rowBlock rows (about 256 KB) a pass, wBlock weight rows
 // (about 16 KB) against each four of them.
 type q8Rows4Task struct {
+	dt                          rt.DType
 	w                           []byte
 	rb, m, np, rowBlock, wBlock int
 	q                           []byte
@@ -299,10 +302,10 @@ func (t *q8Rows4Task) run(lo, hi int) {
 			w := t.w[j0*t.rb : j1*t.rb]
 			r := r0
 			for ; r+4 <= r1; r += 4 {
-				q8Rows4(w, t.rb, t.q[r*qs:], qs, t.s[r*ss:], ss, t.out[r*t.ds+j0:], t.ds)
+				q8Rows4(t.dt, w, t.rb, t.q[r*qs:], qs, t.s[r*ss:], ss, t.out[r*t.ds+j0:], t.ds)
 			}
 			for ; r < r1; r++ {
-				q8Rows1(w, t.rb, t.q[r*qs:], t.s[r*ss:], t.out[r*t.ds+j0:r*t.ds+j1])
+				q8Rows1(t.dt, w, t.rb, t.q[r*qs:], t.s[r*ss:], t.out[r*t.ds+j0:r*t.ds+j1])
 			}
 		}
 	}

@@ -1,5 +1,7 @@
 package cpu
 
+import rt "github.com/govllm/govllm/runtime"
+
 //go:noescape
 func quantizeQ8XAVX512(x *float32, nb int, q *byte, s *float32)
 
@@ -115,32 +117,48 @@ func q8Rows4AVX2(nrows, nblocks int, w *byte, rowBytes int, q *byte, qStride int
 //go:noescape
 func q8Rows1AVX2(nrows, nblocks int, w *byte, rowBytes int, q *byte, s *float32, out *float32)
 
+//go:noescape
+func q40Rows4AVX2(nrows, nblocks int, w *byte, rowBytes int, q *byte, qStride int, s *float32, sStride int, out *float32, outStride int)
+
+//go:noescape
+func q40Rows1AVX2(nrows, nblocks int, w *byte, rowBytes int, q *byte, s *float32, out *float32)
+
 // q8AVX2OK reports whether the AVX2 Q8_0 kernels (for CPUs without VNNI)
 // run.
 func q8AVX2OK() bool { return hasAVX2 && !hasVNNI }
 
-// q8Rows4 computes out[r·outStride + j] = Q8_0 weight row j of w (rows
-// of rowBytes) · activation row r, for four rows of signed q (qStride
+// q8Rows4 computes out[r·outStride + j] = Q8_0 (or Q4_0) weight row j of w
+// (rows of rowBytes) · activation row r, for four rows of signed q (qStride
 // apart) and s (sStride apart, in floats).
-func q8Rows4(w []byte, rowBytes int, q []byte, qStride int, s []float32, sStride int, out []float32, outStride int) {
-	n, nb := len(w)/rowBytes, rowBytes/34
+func q8Rows4(dt rt.DType, w []byte, rowBytes int, q []byte, qStride int, s []float32, sStride int, out []float32, outStride int) {
+	_, bb := dt.Block()
+	n, nb := len(w)/rowBytes, rowBytes/bb
 	if n == 0 || nb == 0 {
 		return
 	}
 	_ = q[3*qStride+nb*32-1]
 	_ = s[3*sStride+nb*8-1]
 	_ = out[3*outStride+n-1]
+	if dt == rt.Q4_0 {
+		q40Rows4AVX2(n, nb, &w[0], rowBytes, &q[0], qStride, &s[0], 4*sStride, &out[0], 4*outStride)
+		return
+	}
 	q8Rows4AVX2(n, nb, &w[0], rowBytes, &q[0], qStride, &s[0], 4*sStride, &out[0], 4*outStride)
 }
 
 // q8Rows1 is q8Rows4 for one activation row, with the same bits.
-func q8Rows1(w []byte, rowBytes int, q []byte, s []float32, out []float32) {
-	n, nb := len(w)/rowBytes, rowBytes/34
+func q8Rows1(dt rt.DType, w []byte, rowBytes int, q []byte, s []float32, out []float32) {
+	_, bb := dt.Block()
+	n, nb := len(w)/rowBytes, rowBytes/bb
 	if n == 0 || nb == 0 {
 		return
 	}
 	_ = q[nb*32-1]
 	_ = s[nb*8-1]
 	_ = out[n-1]
+	if dt == rt.Q4_0 {
+		q40Rows1AVX2(n, nb, &w[0], rowBytes, &q[0], &s[0], &out[0])
+		return
+	}
 	q8Rows1AVX2(n, nb, &w[0], rowBytes, &q[0], &s[0], &out[0])
 }

@@ -32,99 +32,140 @@
 	VHADDPS X, X, X \
 	VHADDPS X, X, X
 
+// Q40WBLOCK: a Q4_0 block at SI (d, then 16 bytes: elements 0..15 in the
+// low nibbles, 16..31 in the high, each less 8) into Y5 = w, Y4 = |w|,
+// Y6 = d.
+#define Q40WBLOCK \
+	VMOVDQU 2(SI), X5 \
+	VPSRLW $4, X5, X4 \
+	VINSERTI128 $1, X4, Y5, Y5 \
+	VPAND Y13, Y5, Y5 \
+	VPSUBB Y12, Y5, Y5 \
+	VPSIGNB Y5, Y5, Y4 \
+	VPBROADCASTW (SI), X6 \
+	VCVTPH2PS X6, Y6
+
+// Q40CONSTS: Y13 = 0x0f bytes, Y12 = 8s, for Q40WBLOCK.
+#define Q40CONSTS \
+	MOVL $0x0f0f0f0f, BX \
+	MOVD BX, X13 \
+	VPBROADCASTD X13, Y13 \
+	MOVL $0x08080808, BX \
+	MOVD BX, X12 \
+	VPBROADCASTD X12, Y12
+
+#define Q8R4(WBLOCK, BSTEP) \
+	MOVQ nrows+0(FP), R9 \
+	MOVQ w+16(FP), R10 \
+	MOVQ rowBytes+24(FP), R11 \
+	MOVQ qStride+40(FP), R8 \
+	MOVQ sStride+56(FP), DX \
+	MOVQ out+64(FP), R12 \
+	MOVQ outStride+72(FP), R13 \
+	LEAQ (R8)(R8*2), R14 \
+	MOVL $0x00010001, AX \
+	MOVD AX, X15 \
+	VPBROADCASTD X15, Y15 \
+	LEAQ (DX)(DX*2), AX \
+	TESTQ R9, R9 \
+	JZ q4rdone \
+q4rrow: \
+	MOVQ R10, SI \
+	MOVQ q+32(FP), DI \
+	MOVQ s+48(FP), BX \
+	MOVQ nblocks+8(FP), CX \
+	VXORPS Y0, Y0, Y0 \
+	VXORPS Y1, Y1, Y1 \
+	VXORPS Y2, Y2, Y2 \
+	VXORPS Y3, Y3, Y3 \
+q4rblock: \
+	WBLOCK \
+	Q8ROW(Y0, (DI), (BX)) \
+	Q8ROW(Y1, (DI)(R8*1), (BX)(DX*1)) \
+	Q8ROW(Y2, (DI)(R8*2), (BX)(DX*2)) \
+	Q8ROW(Y3, (DI)(R14*1), (BX)(AX*1)) \
+	ADDQ $BSTEP, SI \
+	ADDQ $32, DI \
+	ADDQ $32, BX \
+	DECQ CX \
+	JNZ q4rblock \
+	HSUM8Q(Y0, X0) \
+	HSUM8Q(Y1, X1) \
+	HSUM8Q(Y2, X2) \
+	HSUM8Q(Y3, X3) \
+	MOVQ R12, BX \
+	VMOVSS X0, (BX) \
+	ADDQ R13, BX \
+	VMOVSS X1, (BX) \
+	ADDQ R13, BX \
+	VMOVSS X2, (BX) \
+	ADDQ R13, BX \
+	VMOVSS X3, (BX) \
+	ADDQ $4, R12 \
+	ADDQ R11, R10 \
+	DECQ R9 \
+	JNZ q4rrow \
+q4rdone: \
+	VZEROUPPER \
+	RET
+
+#define Q8R1(WBLOCK, BSTEP) \
+	MOVQ nrows+0(FP), R9 \
+	MOVQ w+16(FP), R10 \
+	MOVQ rowBytes+24(FP), R11 \
+	MOVQ out+48(FP), R12 \
+	MOVL $0x00010001, AX \
+	MOVD AX, X15 \
+	VPBROADCASTD X15, Y15 \
+	TESTQ R9, R9 \
+	JZ q1rdone \
+q1rrow: \
+	MOVQ R10, SI \
+	MOVQ q+32(FP), DI \
+	MOVQ s+40(FP), BX \
+	MOVQ nblocks+8(FP), CX \
+	VXORPS Y0, Y0, Y0 \
+q1rblock: \
+	PREFETCHT0 512(SI) \
+	WBLOCK \
+	Q8ROW(Y0, (DI), (BX)) \
+	ADDQ $BSTEP, SI \
+	ADDQ $32, DI \
+	ADDQ $32, BX \
+	DECQ CX \
+	JNZ q1rblock \
+	HSUM8Q(Y0, X0) \
+	VMOVSS X0, (R12) \
+	ADDQ $4, R12 \
+	ADDQ R11, R10 \
+	DECQ R9 \
+	JNZ q1rrow \
+q1rdone: \
+	VZEROUPPER \
+	RET
+
 // func q8Rows4AVX2(nrows, nblocks int, w *byte, rowBytes int, q *byte, qStride int, s *float32, sStride int, out *float32, outStride int)
 // out[r·outStride + j] (bytes) = Q8_0 row j · activation row r for j <
 // nrows and four activation rows (q rows qStride bytes apart, s rows
 // sStride bytes apart), each weight block loaded once for the four.
 TEXT ·q8Rows4AVX2(SB), NOSPLIT, $0-80
-	MOVQ nrows+0(FP), R9
-	MOVQ w+16(FP), R10
-	MOVQ rowBytes+24(FP), R11
-	MOVQ qStride+40(FP), R8
-	MOVQ sStride+56(FP), DX
-	MOVQ out+64(FP), R12
-	MOVQ outStride+72(FP), R13
-	LEAQ (R8)(R8*2), R14
-	MOVL $0x00010001, AX
-	MOVD AX, X15
-	VPBROADCASTD X15, Y15
-	LEAQ (DX)(DX*2), AX
-	TESTQ R9, R9
-	JZ q4rdone
-q4rrow:
-	MOVQ R10, SI
-	MOVQ q+32(FP), DI
-	MOVQ s+48(FP), BX
-	MOVQ nblocks+8(FP), CX
-	VXORPS Y0, Y0, Y0
-	VXORPS Y1, Y1, Y1
-	VXORPS Y2, Y2, Y2
-	VXORPS Y3, Y3, Y3
-q4rblock:
-	Q8WBLOCK
-	Q8ROW(Y0, (DI), (BX))
-	Q8ROW(Y1, (DI)(R8*1), (BX)(DX*1))
-	Q8ROW(Y2, (DI)(R8*2), (BX)(DX*2))
-	Q8ROW(Y3, (DI)(R14*1), (BX)(AX*1))
-	ADDQ $34, SI
-	ADDQ $32, DI
-	ADDQ $32, BX
-	DECQ CX
-	JNZ q4rblock
-	HSUM8Q(Y0, X0)
-	HSUM8Q(Y1, X1)
-	HSUM8Q(Y2, X2)
-	HSUM8Q(Y3, X3)
-	MOVQ R12, BX
-	VMOVSS X0, (BX)
-	ADDQ R13, BX
-	VMOVSS X1, (BX)
-	ADDQ R13, BX
-	VMOVSS X2, (BX)
-	ADDQ R13, BX
-	VMOVSS X3, (BX)
-	ADDQ $4, R12
-	ADDQ R11, R10
-	DECQ R9
-	JNZ q4rrow
-q4rdone:
-	VZEROUPPER
-	RET
+	Q8R4(Q8WBLOCK, 34)
 
 // func q8Rows1AVX2(nrows, nblocks int, w *byte, rowBytes int, q *byte, s *float32, out *float32)
 // q8Rows4AVX2 for one activation row (the same instructions for it, so the
 // same bits); out[j] for weight rows j < nrows.
 TEXT ·q8Rows1AVX2(SB), NOSPLIT, $0-56
-	MOVQ nrows+0(FP), R9
-	MOVQ w+16(FP), R10
-	MOVQ rowBytes+24(FP), R11
-	MOVQ out+48(FP), R12
-	MOVL $0x00010001, AX
-	MOVD AX, X15
-	VPBROADCASTD X15, Y15
-	TESTQ R9, R9
-	JZ q1rdone
-q1rrow:
-	MOVQ R10, SI
-	MOVQ q+32(FP), DI
-	MOVQ s+40(FP), BX
-	MOVQ nblocks+8(FP), CX
-	VXORPS Y0, Y0, Y0
-q1rblock:
-	PREFETCHT0 512(SI)
-	Q8WBLOCK
-	Q8ROW(Y0, (DI), (BX))
-	ADDQ $34, SI
-	ADDQ $32, DI
-	ADDQ $32, BX
-	DECQ CX
-	JNZ q1rblock
-	HSUM8Q(Y0, X0)
-	VMOVSS X0, (R12)
-	ADDQ $4, R12
-	ADDQ R11, R10
-	DECQ R9
-	JNZ q1rrow
-q1rdone:
-	VZEROUPPER
-	RET
+	Q8R1(Q8WBLOCK, 34)
+
+// func q40Rows4AVX2(nrows, nblocks int, w *byte, rowBytes int, q *byte, qStride int, s *float32, sStride int, out *float32, outStride int)
+// q8Rows4AVX2 for Q4_0 weights.
+TEXT ·q40Rows4AVX2(SB), NOSPLIT, $0-80
+	Q40CONSTS
+	Q8R4(Q40WBLOCK, 18)
+
+// func q40Rows1AVX2(nrows, nblocks int, w *byte, rowBytes int, q *byte, s *float32, out *float32)
+// q8Rows1AVX2 for Q4_0 weights.
+TEXT ·q40Rows1AVX2(SB), NOSPLIT, $0-56
+	Q40CONSTS
+	Q8R1(Q40WBLOCK, 18)
+

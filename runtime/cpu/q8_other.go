@@ -42,9 +42,9 @@ func kRows1AVX2(dt rt.DType, w []byte, rowBytes int, act []byte, bs []int16, out
 }
 
 func q8AVX2OK() bool { return false }
-func q8Rows4(w []byte, rowBytes int, q []byte, qStride int, s []float32, sStride int, out []float32, outStride int) {
+func q8Rows4(dt rt.DType, w []byte, rowBytes int, q []byte, qStride int, s []float32, sStride int, out []float32, outStride int) {
 	panic("no AVX2 Q8_0 kernel")
 }
-func q8Rows1(w []byte, rowBytes int, q []byte, s []float32, out []float32) {
+func q8Rows1(dt rt.DType, w []byte, rowBytes int, q []byte, s []float32, out []float32) {
 	panic("no AVX2 Q8_0 kernel")
 }

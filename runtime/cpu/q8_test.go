@@ -348,48 +348,59 @@ func quantized(x *rt.Tensor) []byte {
 	return act
 }
 
-// TestMatMulQ8AVX2Agrees holds the AVX2 Q8_0 matmul (four activation rows a
-// weight block, the rows left one at a time, weight rows past a block, an
-// odd number of blocks) to the prepared path in Go, and checks that a row's
-// bits do not depend on its batch.
+// TestMatMulQ8AVX2Agrees holds the AVX2 Q8_0 and Q4_0 matmul (four
+// activation rows a weight block, the rows left one at a time, weight rows
+// past a block, an odd number of blocks) to the dequantized weights times
+// the quantized activations in float64, and checks that a row's bits do not
+// depend on its batch.
 func TestMatMulQ8AVX2Agrees(t *testing.T) {
 	if !hasAVX2 {
 		t.Skip("no AVX2")
 	}
 	rng := rand.New(rand.NewPCG(27, 28))
-	for _, shape := range [][3]int{{1, 1024, 37}, {7, 1024, 37}, {2, 96, 3}, {9, 2304, 20}} {
-		m, k, n := shape[0], shape[1], shape[2]
-		np := q8Pairs(k)
-		wq, _ := quant.Quantize(rt.Q8_0, randF32(rng, n*k, 0.05))
-		rb := rt.Q8_0.ByteLen(k)
-		xs := randF32(rng, m*k, 1)
-		clear(xs[(m-1)*k : (m-1)*k+32]) // an all-zero block
-		x, _ := rt.FromF32(xs, m, k)
-		w, _ := rt.FromBytes(rt.Q8_0, wq, n, k)
-		q, s := make([]byte, m*np*64), make([]float32, m*np*16)
-		quantizeRows(x, np, q, s)
-		got := rt.New(rt.F32, m, n)
-		matMulQ8AVX2(got, x, w, slices.Clone(q), s)
-		prep := make([]byte, np*q8PairBytes)
-		want := make([]float32, m)
-		for j := range n {
-			q8PrepGo(wq[j*rb:(j+1)*rb], prep)
-			q8RowsGo(np, prep, q, s, m, np*64, np*16, want, 1)
+	for _, dt := range []rt.DType{rt.Q8_0, rt.Q4_0} {
+		for _, shape := range [][3]int{{1, 1024, 37}, {7, 1024, 37}, {2, 96, 3}, {9, 2304, 20}} {
+			m, k, n := shape[0], shape[1], shape[2]
+			np := q8Pairs(k)
+			wq, _ := quant.Quantize(dt, randF32(rng, n*k, 0.05))
+			wd := make([]float32, n*k)
+			quant.DequantRow(dt, wq, wd)
+			xs := randF32(rng, m*k, 1)
+			clear(xs[(m-1)*k : (m-1)*k+32]) // an all-zero block
+			x, _ := rt.FromF32(xs, m, k)
+			w, _ := rt.FromBytes(dt, wq, n, k)
+			q, s := make([]byte, m*np*64), make([]float32, m*np*16)
+			quantizeRows(x, np, q, s)
+			xd := make([]float64, m*k) // the quantized activations, as the kernels see them
 			for i := range m {
-				if g := got.F32()[i*n+j]; !near(g, want[i], 1e-4) {
-					t.Fatalf("%v: out[%d,%d] = %v, prepared path %v", shape, i, j, g, want[i])
+				for c := range k {
+					b := c / 32
+					xd[i*k+c] = float64(int8(q[i*np*64+c]^0x80)) * float64(s[i*np*16+(b/2)*16+(b%2)*8])
 				}
 			}
-		}
-		for i := range m {
-			one, _ := rt.FromF32(xs[i*k:(i+1)*k], 1, k)
-			q1, s1 := make([]byte, np*64), make([]float32, np*16)
-			quantizeRows(one, np, q1, s1)
-			alone := rt.New(rt.F32, 1, n)
-			matMulQ8AVX2(alone, one, w, q1, s1)
+			got := rt.New(rt.F32, m, n)
+			matMulQ8AVX2(got, x, w, slices.Clone(q), s)
 			for j := range n {
-				if a, b := got.F32()[i*n+j], alone.F32()[j]; math.Float32bits(a) != math.Float32bits(b) {
-					t.Fatalf("%v row %d col %d: %v in a batch of %d, %v alone", shape, i, j, a, m, b)
+				for i := range m {
+					var want float64
+					for c := range k {
+						want += float64(wd[j*k+c]) * xd[i*k+c]
+					}
+					if g := got.F32()[i*n+j]; !near(g, float32(want), 1e-4) {
+						t.Fatalf("%v %v: out[%d,%d] = %v, want %v", dt, shape, i, j, g, want)
+					}
+				}
+			}
+			for i := range m {
+				one, _ := rt.FromF32(xs[i*k:(i+1)*k], 1, k)
+				q1, s1 := make([]byte, np*64), make([]float32, np*16)
+				quantizeRows(one, np, q1, s1)
+				alone := rt.New(rt.F32, 1, n)
+				matMulQ8AVX2(alone, one, w, q1, s1)
+				for j := range n {
+					if a, b := got.F32()[i*n+j], alone.F32()[j]; math.Float32bits(a) != math.Float32bits(b) {
+						t.Fatalf("%v %v row %d col %d: %v in a batch of %d, %v alone", dt, shape, i, j, a, m, b)
+					}
 				}
 			}
 		}
