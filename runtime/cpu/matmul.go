@@ -8,7 +8,7 @@ import rt "github.com/govllm/govllm/runtime"
 // dot is the inner loop that an assembly kernel will replace.
 func matMul(dst, x, w *rt.Tensor) {
 	switch {
-	case w.DType() == rt.Q8_0, w.DType() == rt.Q4_0 && q8AVX2OK():
+	case w.DType() == rt.Q8_0, q8Family(w.DType()) && q8AVX2OK():
 		matMulQ8(dst, x, w)
 		return
 	case kQuantSupported(w.DType()) && x.Dim(1)%256 == 0:

@@ -28,10 +28,14 @@ const (
 	q8Block     = 32
 )
 
+// q8Family reports whether dt's blocks are 32 weights with one f16 scale,
+// which the AVX2 Q8_0 kernels take (Q8_0, Q4_0, IQ4_NL).
+func q8Family(dt rt.DType) bool { return dt == rt.Q8_0 || dt == rt.Q4_0 || dt == rt.IQ4_NL }
+
 // activationsQuantized reports whether matmul with weights of dt
 // quantizes the activations to 8 bits.
 func activationsQuantized(dt rt.DType) bool {
-	return dt == rt.Q8_0 || kQuantSupported(dt) || dt == rt.Q4_0 && q8AVX2OK()
+	return dt == rt.Q8_0 || kQuantSupported(dt) || q8Family(dt) && q8AVX2OK()
 }
 
 // q8Pairs is the number of block pairs of a row of k elements.
@@ -255,7 +259,8 @@ func (t *q8MatTask) run(lo, hi int) {
 	putBytes(prep)
 }
 
-// matMulQ8AVX2 is matMulQ8 on CPUs without VNNI (for Q8_0 and Q4_0 weights): the quantized activation
+// matMulQ8AVX2 is matMulQ8 on CPUs without VNNI (for Q8_0, Q4_0 and IQ4_NL
+// weights): the quantized activation
 // rows (q, s) are made signed, and each weight block is multiplied in
 // registers with four activation rows at a time (q8Rows4), weight rows in
 // blocks that stay in L1 against activation rows from L2; the rows past a

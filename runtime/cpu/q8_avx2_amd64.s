@@ -7,6 +7,13 @@
 // activations as quantizeQ8X lays them out, made signed (q8Signed): block b
 // of a row at 32·b in q, its scale 8 times at 8·b in s.
 
+// kiq4: IQ4_NL's (and IQ4_XS's) grid, in both 128-bit lanes, for VPSHUFB.
+DATA kiq4<>+0(SB)/8, $0xf6eaddcfbfad9881
+DATA kiq4<>+8(SB)/8, $0x7159453526190d01
+DATA kiq4<>+16(SB)/8, $0xf6eaddcfbfad9881
+DATA kiq4<>+24(SB)/8, $0x7159453526190d01
+GLOBL kiq4<>(SB), RODATA|NOPTR, $32
+
 // Q8ROW(ACC, Q, S): one activation row's block at Q (scales at S) against
 // the weight block (Y5 = w, Y4 = |w|, Y6 = d_w), into ACC.
 #define Q8ROW(ACC, Q, S) \
@@ -53,6 +60,25 @@
 	MOVL $0x08080808, BX \
 	MOVD BX, X12 \
 	VPBROADCASTD X12, Y12
+
+// QNLWBLOCK: an IQ4_NL block at SI (d, then 16 bytes of grid indices laid
+// out as Q4_0's nibbles) into Y5 = w, Y4 = |w|, Y6 = d; Y12 holds the grid.
+#define QNLWBLOCK \
+	VMOVDQU 2(SI), X5 \
+	VPSRLW $4, X5, X4 \
+	VINSERTI128 $1, X4, Y5, Y5 \
+	VPAND Y13, Y5, Y5 \
+	VPSHUFB Y5, Y12, Y5 \
+	VPSIGNB Y5, Y5, Y4 \
+	VPBROADCASTW (SI), X6 \
+	VCVTPH2PS X6, Y6
+
+// QNLCONSTS: Y13 = 0x0f bytes, Y12 = the grid, for QNLWBLOCK.
+#define QNLCONSTS \
+	MOVL $0x0f0f0f0f, BX \
+	MOVD BX, X13 \
+	VPBROADCASTD X13, Y13 \
+	VMOVDQU kiq4<>(SB), Y12
 
 #define Q8R4(WBLOCK, BSTEP) \
 	MOVQ nrows+0(FP), R9 \
@@ -169,3 +195,14 @@ TEXT ·q40Rows1AVX2(SB), NOSPLIT, $0-56
 	Q40CONSTS
 	Q8R1(Q40WBLOCK, 18)
 
+// func qnlRows4AVX2(nrows, nblocks int, w *byte, rowBytes int, q *byte, qStride int, s *float32, sStride int, out *float32, outStride int)
+// q8Rows4AVX2 for IQ4_NL weights.
+TEXT ·qnlRows4AVX2(SB), NOSPLIT, $0-80
+	QNLCONSTS
+	Q8R4(QNLWBLOCK, 18)
+
+// func qnlRows1AVX2(nrows, nblocks int, w *byte, rowBytes int, q *byte, s *float32, out *float32)
+// q8Rows1AVX2 for IQ4_NL weights.
+TEXT ·qnlRows1AVX2(SB), NOSPLIT, $0-56
+	QNLCONSTS
+	Q8R1(QNLWBLOCK, 18)

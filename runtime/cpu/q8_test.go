@@ -348,7 +348,7 @@ func quantized(x *rt.Tensor) []byte {
 	return act
 }
 
-// TestMatMulQ8AVX2Agrees holds the AVX2 Q8_0 and Q4_0 matmul (four
+// TestMatMulQ8AVX2Agrees holds the AVX2 Q8_0, Q4_0 and IQ4_NL matmul (four
 // activation rows a weight block, the rows left one at a time, weight rows
 // past a block, an odd number of blocks) to the dequantized weights times
 // the quantized activations in float64, and checks that a row's bits do not
@@ -358,7 +358,7 @@ func TestMatMulQ8AVX2Agrees(t *testing.T) {
 		t.Skip("no AVX2")
 	}
 	rng := rand.New(rand.NewPCG(27, 28))
-	for _, dt := range []rt.DType{rt.Q8_0, rt.Q4_0} {
+	for _, dt := range []rt.DType{rt.Q8_0, rt.Q4_0, rt.IQ4_NL} {
 		for _, shape := range [][3]int{{1, 1024, 37}, {7, 1024, 37}, {2, 96, 3}, {9, 2304, 20}} {
 			m, k, n := shape[0], shape[1], shape[2]
 			np := q8Pairs(k)
