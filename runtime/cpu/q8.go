@@ -28,9 +28,12 @@ const (
 	q8Block     = 32
 )
 
-// q8Family reports whether dt's blocks are 32 weights with one f16 scale,
-// which the AVX2 Q8_0 kernels take (Q8_0, Q4_0, IQ4_NL).
-func q8Family(dt rt.DType) bool { return dt == rt.Q8_0 || dt == rt.Q4_0 || dt == rt.IQ4_NL }
+// q8Family reports whether the AVX2 Q8_0 kernels take weights of dt
+// (blocks of 32 with a scale each: Q8_0, Q4_0, IQ4_NL, and IQ4_XS's
+// sub-blocks).
+func q8Family(dt rt.DType) bool {
+	return dt == rt.Q8_0 || dt == rt.Q4_0 || dt == rt.IQ4_NL || dt == rt.IQ4_XS
+}
 
 // activationsQuantized reports whether matmul with weights of dt
 // quantizes the activations to 8 bits.
@@ -259,8 +262,7 @@ func (t *q8MatTask) run(lo, hi int) {
 	putBytes(prep)
 }
 
-// matMulQ8AVX2 is matMulQ8 on CPUs without VNNI (for Q8_0, Q4_0 and IQ4_NL
-// weights): the quantized activation
+// matMulQ8AVX2 is matMulQ8 on CPUs without VNNI (for the q8Family weights): the quantized activation
 // rows (q, s) are made signed, and each weight block is multiplied in
 // registers with four activation rows at a time (q8Rows4), weight rows in
 // blocks that stay in L1 against activation rows from L2; the rows past a

@@ -129,21 +129,27 @@ func qnlRows4AVX2(nrows, nblocks int, w *byte, rowBytes int, q *byte, qStride in
 //go:noescape
 func qnlRows1AVX2(nrows, nblocks int, w *byte, rowBytes int, q *byte, s *float32, out *float32)
 
+//go:noescape
+func qxsRows4AVX2(nrows, nblocks int, w *byte, rowBytes int, q *byte, qStride int, s *float32, sStride int, out *float32, outStride int)
+
+//go:noescape
+func qxsRows1AVX2(nrows, nblocks int, w *byte, rowBytes int, q *byte, s *float32, out *float32)
+
 // q8AVX2OK reports whether the AVX2 Q8_0 kernels (for CPUs without VNNI)
 // run.
 func q8AVX2OK() bool { return hasAVX2 && !hasVNNI }
 
-// q8Rows4 computes out[r·outStride + j] = Q8_0 (Q4_0, IQ4_NL) weight row j of w
+// q8Rows4 computes out[r·outStride + j] = Q8_0 (Q4_0, IQ4_NL, IQ4_XS) weight row j of w
 // (rows of rowBytes) · activation row r, for four rows of signed q (qStride
 // apart) and s (sStride apart, in floats).
 func q8Rows4(dt rt.DType, w []byte, rowBytes int, q []byte, qStride int, s []float32, sStride int, out []float32, outStride int) {
-	_, bb := dt.Block()
+	be, bb := dt.Block()
 	n, nb := len(w)/rowBytes, rowBytes/bb
 	if n == 0 || nb == 0 {
 		return
 	}
-	_ = q[3*qStride+nb*32-1]
-	_ = s[3*sStride+nb*8-1]
+	_ = q[3*qStride+nb*be-1]
+	_ = s[3*sStride+nb*be/4-1]
 	_ = out[3*outStride+n-1]
 	switch dt {
 	case rt.Q4_0:
@@ -152,19 +158,22 @@ func q8Rows4(dt rt.DType, w []byte, rowBytes int, q []byte, qStride int, s []flo
 	case rt.IQ4_NL:
 		qnlRows4AVX2(n, nb, &w[0], rowBytes, &q[0], qStride, &s[0], 4*sStride, &out[0], 4*outStride)
 		return
+	case rt.IQ4_XS:
+		qxsRows4AVX2(n, nb, &w[0], rowBytes, &q[0], qStride, &s[0], 4*sStride, &out[0], 4*outStride)
+		return
 	}
 	q8Rows4AVX2(n, nb, &w[0], rowBytes, &q[0], qStride, &s[0], 4*sStride, &out[0], 4*outStride)
 }
 
 // q8Rows1 is q8Rows4 for one activation row, with the same bits.
 func q8Rows1(dt rt.DType, w []byte, rowBytes int, q []byte, s []float32, out []float32) {
-	_, bb := dt.Block()
+	be, bb := dt.Block()
 	n, nb := len(w)/rowBytes, rowBytes/bb
 	if n == 0 || nb == 0 {
 		return
 	}
-	_ = q[nb*32-1]
-	_ = s[nb*8-1]
+	_ = q[nb*be-1]
+	_ = s[nb*be/4-1]
 	_ = out[n-1]
 	switch dt {
 	case rt.Q4_0:
@@ -172,6 +181,9 @@ func q8Rows1(dt rt.DType, w []byte, rowBytes int, q []byte, s []float32, out []f
 		return
 	case rt.IQ4_NL:
 		qnlRows1AVX2(n, nb, &w[0], rowBytes, &q[0], &s[0], &out[0])
+		return
+	case rt.IQ4_XS:
+		qxsRows1AVX2(n, nb, &w[0], rowBytes, &q[0], &s[0], &out[0])
 		return
 	}
 	q8Rows1AVX2(n, nb, &w[0], rowBytes, &q[0], &s[0], &out[0])

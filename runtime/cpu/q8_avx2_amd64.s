@@ -14,6 +14,34 @@ DATA kiq4<>+16(SB)/8, $0xf6eaddcfbfad9881
 DATA kiq4<>+24(SB)/8, $0x7159453526190d01
 GLOBL kiq4<>(SB), RODATA|NOPTR, $32
 
+// IQ4_XS scale unpacking: shift counts for each sub-block's 4 low and 2
+// high scale bits, the masks, and the 32 offset.
+DATA kxsl<>+0(SB)/8, $0x0000000400000000
+DATA kxsl<>+8(SB)/8, $0x0000000c00000008
+DATA kxsl<>+16(SB)/8, $0x0000001400000010
+DATA kxsl<>+24(SB)/8, $0x0000001c00000018
+GLOBL kxsl<>(SB), RODATA|NOPTR, $32
+DATA kxsh<>+0(SB)/8, $0x0000000200000000
+DATA kxsh<>+8(SB)/8, $0x0000000600000004
+DATA kxsh<>+16(SB)/8, $0x0000000a00000008
+DATA kxsh<>+24(SB)/8, $0x0000000e0000000c
+GLOBL kxsh<>(SB), RODATA|NOPTR, $32
+DATA kxs15<>+0(SB)/8, $0x0000000f0000000f
+DATA kxs15<>+8(SB)/8, $0x0000000f0000000f
+DATA kxs15<>+16(SB)/8, $0x0000000f0000000f
+DATA kxs15<>+24(SB)/8, $0x0000000f0000000f
+GLOBL kxs15<>(SB), RODATA|NOPTR, $32
+DATA kxs3<>+0(SB)/8, $0x0000000300000003
+DATA kxs3<>+8(SB)/8, $0x0000000300000003
+DATA kxs3<>+16(SB)/8, $0x0000000300000003
+DATA kxs3<>+24(SB)/8, $0x0000000300000003
+GLOBL kxs3<>(SB), RODATA|NOPTR, $32
+DATA kxs32<>+0(SB)/8, $0x0000002000000020
+DATA kxs32<>+8(SB)/8, $0x0000002000000020
+DATA kxs32<>+16(SB)/8, $0x0000002000000020
+DATA kxs32<>+24(SB)/8, $0x0000002000000020
+GLOBL kxs32<>(SB), RODATA|NOPTR, $32
+
 // Q8ROW(ACC, Q, S): one activation row's block at Q (scales at S) against
 // the weight block (Y5 = w, Y4 = |w|, Y6 = d_w), into ACC.
 #define Q8ROW(ACC, Q, S) \
@@ -79,6 +107,48 @@ GLOBL kiq4<>(SB), RODATA|NOPTR, $32
 	MOVD BX, X13 \
 	VPBROADCASTD X13, Y13 \
 	VMOVDQU kiq4<>(SB), Y12
+
+// QXSSCALES: the 8 sub-block scales d·(ls − 32) of the IQ4_XS super-block
+// at SI to 0(SP) (6-bit ls: 4 bits from scales_l, 2 from scales_h); uses
+// Y9, Y10.
+#define QXSSCALES \
+	VPBROADCASTD 4(SI), Y9 \
+	VPSRLVD kxsl<>(SB), Y9, Y9 \
+	VPAND kxs15<>(SB), Y9, Y9 \
+	VPBROADCASTD 2(SI), Y10 \
+	VPSRLVD kxsh<>(SB), Y10, Y10 \
+	VPAND kxs3<>(SB), Y10, Y10 \
+	VPSLLD $4, Y10, Y10 \
+	VPOR Y10, Y9, Y9 \
+	VPSUBD kxs32<>(SB), Y9, Y9 \
+	VCVTDQ2PS Y9, Y9 \
+	VPBROADCASTW (SI), X10 \
+	VCVTPH2PS X10, Y10 \
+	VMULPS Y10, Y9, Y9 \
+	VMOVUPS Y9, (SP)
+
+// QXSWB(J): sub-block J of the IQ4_XS super-block at SI (16 bytes of grid
+// indices at 8+16J, laid out as Q4_0's) into Y5 = w, Y4 = |w|, Y6 = its
+// scale; Y12 holds the grid, Y13 0x0f bytes.
+#define QXSWB(J) \
+	VMOVDQU 8+16*J(SI), X5 \
+	VPSRLW $4, X5, X4 \
+	VINSERTI128 $1, X4, Y5, Y5 \
+	VPAND Y13, Y5, Y5 \
+	VPSHUFB Y5, Y12, Y5 \
+	VPSIGNB Y5, Y5, Y4 \
+	VBROADCASTSS 4*J(SP), Y6
+
+#define QXSR4SUB(J) \
+	QXSWB(J) \
+	Q8ROW(Y0, 32*J(DI), 32*J(BX)) \
+	Q8ROW(Y1, 32*J(DI)(R8*1), 32*J(BX)(DX*1)) \
+	Q8ROW(Y2, 32*J(DI)(R8*2), 32*J(BX)(DX*2)) \
+	Q8ROW(Y3, 32*J(DI)(R14*1), 32*J(BX)(AX*1))
+
+#define QXSR1SUB(J) \
+	QXSWB(J) \
+	Q8ROW(Y0, 32*J(DI), 32*J(BX))
 
 #define Q8R4(WBLOCK, BSTEP) \
 	MOVQ nrows+0(FP), R9 \
@@ -206,3 +276,111 @@ TEXT ·qnlRows4AVX2(SB), NOSPLIT, $0-80
 TEXT ·qnlRows1AVX2(SB), NOSPLIT, $0-56
 	QNLCONSTS
 	Q8R1(QNLWBLOCK, 18)
+
+// func qxsRows4AVX2(nrows, nblocks int, w *byte, rowBytes int, q *byte, qStride int, s *float32, sStride int, out *float32, outStride int)
+// q8Rows4AVX2 for IQ4_XS weights (nblocks super-blocks of 256): each 32 of
+// a super-block as an IQ4_NL block with its own scale.
+TEXT ·qxsRows4AVX2(SB), NOSPLIT, $32-80
+	QNLCONSTS
+	MOVQ nrows+0(FP), R9
+	MOVQ w+16(FP), R10
+	MOVQ rowBytes+24(FP), R11
+	MOVQ qStride+40(FP), R8
+	MOVQ sStride+56(FP), DX
+	MOVQ out+64(FP), R12
+	MOVQ outStride+72(FP), R13
+	LEAQ (R8)(R8*2), R14
+	MOVL $0x00010001, AX
+	MOVD AX, X15
+	VPBROADCASTD X15, Y15
+	LEAQ (DX)(DX*2), AX
+	TESTQ R9, R9
+	JZ x4rdone
+x4rrow:
+	MOVQ R10, SI
+	MOVQ q+32(FP), DI
+	MOVQ s+48(FP), BX
+	MOVQ nblocks+8(FP), CX
+	VXORPS Y0, Y0, Y0
+	VXORPS Y1, Y1, Y1
+	VXORPS Y2, Y2, Y2
+	VXORPS Y3, Y3, Y3
+x4rblock:
+	QXSSCALES
+	QXSR4SUB(0)
+	QXSR4SUB(1)
+	QXSR4SUB(2)
+	QXSR4SUB(3)
+	QXSR4SUB(4)
+	QXSR4SUB(5)
+	QXSR4SUB(6)
+	QXSR4SUB(7)
+	ADDQ $136, SI
+	ADDQ $256, DI
+	ADDQ $256, BX
+	DECQ CX
+	JNZ x4rblock
+	HSUM8Q(Y0, X0)
+	HSUM8Q(Y1, X1)
+	HSUM8Q(Y2, X2)
+	HSUM8Q(Y3, X3)
+	MOVQ R12, BX
+	VMOVSS X0, (BX)
+	ADDQ R13, BX
+	VMOVSS X1, (BX)
+	ADDQ R13, BX
+	VMOVSS X2, (BX)
+	ADDQ R13, BX
+	VMOVSS X3, (BX)
+	ADDQ $4, R12
+	ADDQ R11, R10
+	DECQ R9
+	JNZ x4rrow
+x4rdone:
+	VZEROUPPER
+	RET
+
+// func qxsRows1AVX2(nrows, nblocks int, w *byte, rowBytes int, q *byte, s *float32, out *float32)
+// q8Rows1AVX2 for IQ4_XS weights.
+TEXT ·qxsRows1AVX2(SB), NOSPLIT, $32-56
+	QNLCONSTS
+	MOVQ nrows+0(FP), R9
+	MOVQ w+16(FP), R10
+	MOVQ rowBytes+24(FP), R11
+	MOVQ out+48(FP), R12
+	MOVL $0x00010001, AX
+	MOVD AX, X15
+	VPBROADCASTD X15, Y15
+	TESTQ R9, R9
+	JZ x1rdone
+x1rrow:
+	MOVQ R10, SI
+	MOVQ q+32(FP), DI
+	MOVQ s+40(FP), BX
+	MOVQ nblocks+8(FP), CX
+	VXORPS Y0, Y0, Y0
+x1rblock:
+	PREFETCHT0 512(SI)
+	QXSSCALES
+	QXSR1SUB(0)
+	QXSR1SUB(1)
+	QXSR1SUB(2)
+	QXSR1SUB(3)
+	QXSR1SUB(4)
+	QXSR1SUB(5)
+	QXSR1SUB(6)
+	QXSR1SUB(7)
+	ADDQ $136, SI
+	ADDQ $256, DI
+	ADDQ $256, BX
+	DECQ CX
+	JNZ x1rblock
+	HSUM8Q(Y0, X0)
+	VMOVSS X0, (R12)
+	ADDQ $4, R12
+	ADDQ R11, R10
+	DECQ R9
+	JNZ x1rrow
+x1rdone:
+	VZEROUPPER
+	RET

@@ -348,7 +348,7 @@ func quantized(x *rt.Tensor) []byte {
 	return act
 }
 
-// TestMatMulQ8AVX2Agrees holds the AVX2 Q8_0, Q4_0 and IQ4_NL matmul (four
+// TestMatMulQ8AVX2Agrees holds the AVX2 Q8_0, Q4_0, IQ4_NL and IQ4_XS matmul (four
 // activation rows a weight block, the rows left one at a time, weight rows
 // past a block, an odd number of blocks) to the dequantized weights times
 // the quantized activations in float64, and checks that a row's bits do not
@@ -358,9 +358,12 @@ func TestMatMulQ8AVX2Agrees(t *testing.T) {
 		t.Skip("no AVX2")
 	}
 	rng := rand.New(rand.NewPCG(27, 28))
-	for _, dt := range []rt.DType{rt.Q8_0, rt.Q4_0, rt.IQ4_NL} {
+	for _, dt := range []rt.DType{rt.Q8_0, rt.Q4_0, rt.IQ4_NL, rt.IQ4_XS} {
 		for _, shape := range [][3]int{{1, 1024, 37}, {7, 1024, 37}, {2, 96, 3}, {9, 2304, 20}} {
 			m, k, n := shape[0], shape[1], shape[2]
+			if be, _ := dt.Block(); k%be != 0 {
+				continue
+			}
 			np := q8Pairs(k)
 			wq, _ := quant.Quantize(dt, randF32(rng, n*k, 0.05))
 			wd := make([]float32, n*k)
