@@ -111,6 +111,10 @@ func (t *kDecodeTask) run(lo, hi int) {
 func matMulK(dst, x, w *rt.Tensor) {
 	m, k, n := x.Dim(0), x.Dim(1), w.Dim(0)
 	nsb := k / 256
+	if !hasVNNI && kAVX2OK(w.DType()) {
+		matMulKAVX2(dst, x, w)
+		return
+	}
 	act := getBytes(m * nsb * kActBytes)
 	quantizeRowsK(x, nsb, act.b)
 	dt := w.DType()
@@ -118,11 +122,6 @@ func matMulK(dst, x, w *rt.Tensor) {
 	wb := w.Bytes()
 	d := dst.F32()
 	ds := dst.Strides()[0]
-	if !hasVNNI && kAVX2OK(dt) {
-		matMulKAVX2(dst, x, w, act.b)
-		putBytes(act)
-		return
-	}
 	if m == 1 && kDecodeOK(dt) {
 		buf := getBytes(4 * k)
 		t := kDecodeTasks.get()
@@ -207,19 +206,22 @@ func (t *kMatTask) run(lo, hi int) {
 	putBytes(prep)
 }
 
-// matMulKAVX2 is matMulK on CPUs without VNNI: the activation rows (act,
-// quantized) are made signed with their 16-element sums, and each weight
+// matMulKAVX2 is matMulK on CPUs without VNNI: the activation rows are
+// quantized signed with their 16-element sums (quantizeQ8KSigned), and each weight
 // row is decoded in registers against four activation rows at a time
 // (q4kRows4AVX2), weight rows in blocks that stay in L1 against activation
 // rows from L2; the rows past a multiple of four (a decode step's one) one
 // at a time, with the same bits.
-func matMulKAVX2(dst, x, w *rt.Tensor, act []byte) {
+func matMulKAVX2(dst, x, w *rt.Tensor) {
 	m, k, n := x.Dim(0), x.Dim(1), w.Dim(0)
 	nsb := k / 256
+	ab := getBytes(m * nsb * kActBytes)
+	defer putBytes(ab)
+	act := ab.b
 	bs := getBytes(2 * m * nsb * 16)
 	bsums := asI16(bs.b)
 	st := kSignTasks.get()
-	*st = kSignTask{act: act, nsb: nsb, bs: bsums}
+	*st = kSignTask{x: x, act: act, nsb: nsb, bs: bsums}
 	parallelTask(m, max(1, 4096/k), st)
 	kSignTasks.put(st)
 	dt := w.DType()
@@ -235,7 +237,9 @@ func matMulKAVX2(dst, x, w *rt.Tensor, act []byte) {
 // of activation rows: 32 rows of 1,024 Q4_K weights are 18 KB, in L1.
 const kRows4Block = 32
 
+// kSignTask quantizes activation rows [lo, hi) for the AVX2 kernels.
 type kSignTask struct {
+	x   *rt.Tensor
 	act []byte
 	nsb int
 	bs  []int16
@@ -245,7 +249,7 @@ var kSignTasks taskPool[kSignTask]
 
 func (t *kSignTask) run(lo, hi int) {
 	for i := lo; i < hi; i++ {
-		kSigned(t.act[i*t.nsb*kActBytes:(i+1)*t.nsb*kActBytes], t.bs[i*t.nsb*16:(i+1)*t.nsb*16])
+		quantizeQ8KSigned(row(t.x, i), t.act[i*t.nsb*kActBytes:(i+1)*t.nsb*kActBytes], t.bs[i*t.nsb*16:(i+1)*t.nsb*16])
 	}
 }
 

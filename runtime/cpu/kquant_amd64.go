@@ -154,3 +154,22 @@ func kRows4AVX2(dt rt.DType, w []byte, rowBytes int, act []byte, aStride int, bs
 	_ = bs[3*bStride+nsb*16-1]
 	q6kRows4AVX2(n, nsb, &w[0], rowBytes, &act[0], aStride, &bs[0], 2*bStride, &out[0], 4*outStride)
 }
+
+//go:noescape
+func quantizeQ8KSignedAVX2(x *float32, nsb int, act *byte, bs *int16)
+
+// quantizeQ8KSigned quantizes x (whole super-blocks) into act and bs in the
+// form the AVX2 k-quant kernels read: what quantizeQ8K, kSums and kSigned
+// write, in one pass.
+func quantizeQ8KSigned(x []float32, act []byte, bs []int16) {
+	nsb := len(x) / 256
+	if !hasAVX2 || nsb == 0 {
+		quantizeQ8KGo(x, act)
+		kSums(act, nsb)
+		kSigned(act[:nsb*kActBytes], bs)
+		return
+	}
+	_ = act[nsb*kActBytes-1]
+	_ = bs[nsb*16-1]
+	quantizeQ8KSignedAVX2(&x[0], nsb, &act[0], &bs[0])
+}

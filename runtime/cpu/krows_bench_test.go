@@ -20,10 +20,9 @@ func BenchmarkKRows4AVX2(b *testing.B) {
 		wq, _ := quant.Quantize(dt, randF32(rng, n*k, 0.05))
 		x, _ := rt.FromF32(randF32(rng, 4*k, 1), 4, k)
 		act := make([]byte, 4*4*kActBytes)
-		quantizeRowsK(x, 4, act)
 		bs := make([]int16, 4*4*16)
 		for r := range 4 {
-			kSigned(act[r*4*kActBytes:(r+1)*4*kActBytes], bs[r*64:(r+1)*64])
+			quantizeQ8KSigned(x.F32()[r*k:(r+1)*k], act[r*4*kActBytes:(r+1)*4*kActBytes], bs[r*64:(r+1)*64])
 		}
 		out := make([]float32, 4*n)
 		rb := dt.ByteLen(k)

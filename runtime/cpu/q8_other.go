@@ -48,3 +48,10 @@ func q8Rows4(dt rt.DType, w []byte, rowBytes int, q []byte, qStride int, s []flo
 func q8Rows1(dt rt.DType, w []byte, rowBytes int, q []byte, s []float32, out []float32) {
 	panic("no AVX2 Q8_0 kernel")
 }
+
+func quantizeQ8KSigned(x []float32, act []byte, bs []int16) {
+	nsb := len(x) / 256
+	quantizeQ8KGo(x, act)
+	kSums(act, nsb)
+	kSigned(act[:nsb*kActBytes], bs)
+}

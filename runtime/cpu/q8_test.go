@@ -299,7 +299,7 @@ func TestMatMulKAVX2Agrees(t *testing.T) {
 			want := make([]float32, 2)
 			p := make([]byte, nsb*kSBBytes)
 			got := rt.New(rt.F32, m, n)
-			matMulKAVX2(got, x, w, slices.Clone(act))
+			matMulKAVX2(got, x, w)
 			for j := range n {
 				kPrepIGo(dt, wq[j*rb:(j+1)*rb], p)
 				for i := range m {
@@ -327,11 +327,11 @@ func TestMatMulKAVX2RowBitsIndependentOfBatch(t *testing.T) {
 		xs := randF32(rng, m*k, 1)
 		x, _ := rt.FromF32(xs, m, k)
 		all := rt.New(rt.F32, m, n)
-		matMulKAVX2(all, x, w, quantized(x))
+		matMulKAVX2(all, x, w)
 		for i := range m {
 			one, _ := rt.FromF32(xs[i*k:(i+1)*k], 1, k)
 			got := rt.New(rt.F32, 1, n)
-			matMulKAVX2(got, one, w, quantized(one))
+			matMulKAVX2(got, one, w)
 			for j := range n {
 				if a, b := all.F32()[i*n+j], got.F32()[j]; math.Float32bits(a) != math.Float32bits(b) {
 					t.Fatalf("%v row %d col %d: %v in a batch of %d, %v alone", dt, i, j, a, m, b)
@@ -339,13 +339,6 @@ func TestMatMulKAVX2RowBitsIndependentOfBatch(t *testing.T) {
 			}
 		}
 	}
-}
-
-func quantized(x *rt.Tensor) []byte {
-	nsb := x.Dim(1) / 256
-	act := make([]byte, x.Dim(0)*nsb*kActBytes)
-	quantizeRowsK(x, nsb, act)
-	return act
 }
 
 // TestMatMulQ8AVX2Agrees holds the AVX2 Q8_0, Q4_0, IQ4_NL and IQ4_XS matmul (four
@@ -407,5 +400,39 @@ func TestMatMulQ8AVX2Agrees(t *testing.T) {
 				}
 			}
 		}
+	}
+}
+
+// TestQuantizeQ8KSignedAgrees holds the fused AVX2 activation quantization
+// to quantizeQ8KGo, kSums and kSigned bit for bit (zero, tiny and large
+// super-blocks), and checks that a NaN makes the super-block's scale NaN.
+func TestQuantizeQ8KSignedAgrees(t *testing.T) {
+	rng := rand.New(rand.NewPCG(29, 30))
+	const nsb = 5
+	x := randF32(rng, nsb*256, 1)
+	clear(x[256:512])
+	for i := range 256 {
+		x[512+i] *= 1e-30
+		x[768+i] *= 1e30
+	}
+	x[1024+7] = float32(math.Inf(-1))
+	want, got := make([]byte, nsb*kActBytes), make([]byte, nsb*kActBytes)
+	wb, gb := make([]int16, nsb*16), make([]int16, nsb*16)
+	quantizeQ8KGo(x, want)
+	kSums(want, nsb)
+	kSigned(want, wb)
+	quantizeQ8KSigned(x, got, gb)
+	for i := range want {
+		if want[i] != got[i] {
+			t.Fatalf("byte %d (super-block %d, offset %d): %#x, Go form %#x", i, i/kActBytes, i%kActBytes, got[i], want[i])
+		}
+	}
+	if !slices.Equal(wb, gb) {
+		t.Fatalf("sums %v, Go form %v", gb, wb)
+	}
+	x[300] = float32(math.NaN())
+	quantizeQ8KSigned(x, got, gb)
+	if d := asF32(got[kActBytes+320 : kActBytes+324])[0]; !math.IsNaN(float64(d)) {
+		t.Fatalf("a NaN in super-block 1: its scale is %v, not NaN", d)
 	}
 }
