@@ -146,10 +146,11 @@ func quantizeRows(x *rt.Tensor, np int, q []byte, s []float32) {
 }
 
 type quantTask struct {
-	x  *rt.Tensor
-	np int
-	q  []byte
-	s  []float32
+	x      *rt.Tensor
+	np     int
+	q      []byte
+	s      []float32
+	signed bool // quantizeQ8XSigned's form, for the AVX2 kernels
 }
 
 var quantTasks taskPool[quantTask]
@@ -157,7 +158,11 @@ var quantTasks taskPool[quantTask]
 func (t *quantTask) run(lo, hi int) {
 	np := t.np
 	for i := lo; i < hi; i++ {
-		quantizeQ8X(row(t.x, i), t.q[i*np*64:(i+1)*np*64], t.s[i*np*16:(i+1)*np*16])
+		if t.signed {
+			quantizeQ8XSigned(row(t.x, i), t.q[i*np*64:(i+1)*np*64], t.s[i*np*16:(i+1)*np*16])
+		} else {
+			quantizeQ8X(row(t.x, i), t.q[i*np*64:(i+1)*np*64], t.s[i*np*16:(i+1)*np*16])
+		}
 	}
 }
 
@@ -194,6 +199,10 @@ func (t *q8DecodeTask) run(lo, hi int) {
 func matMulQ8(dst, x, w *rt.Tensor) {
 	m, k, n := x.Dim(0), x.Dim(1), w.Dim(0)
 	np := q8Pairs(k)
+	if q8AVX2OK() {
+		matMulQ8AVX2(dst, x, w)
+		return
+	}
 	xq := getBytes(m * np * 64)
 	xs := getF32(m * np * 16)
 	quantizeRows(x, np, xq.b, xs.f)
@@ -201,12 +210,6 @@ func matMulQ8(dst, x, w *rt.Tensor) {
 	wb := w.Bytes()
 	d := dst.F32()
 	ds := dst.Strides()[0]
-	if q8AVX2OK() {
-		matMulQ8AVX2(dst, x, w, xq.b, xs.f)
-		putBytes(xq)
-		putF32(xs)
-		return
-	}
 	if m <= q8DecodeMaxRows && q8DecodeOK(rb) {
 		// Decode: stream each weight row once against the few activation rows.
 		t := q8DecodeTasks.get()
@@ -262,15 +265,22 @@ func (t *q8MatTask) run(lo, hi int) {
 	putBytes(prep)
 }
 
-// matMulQ8AVX2 is matMulQ8 on CPUs without VNNI (for the q8Family weights): the quantized activation
-// rows (q, s) are made signed, and each weight block is multiplied in
+// matMulQ8AVX2 is matMulQ8 on CPUs without VNNI (for the q8Family weights):
+// the activation rows are quantized signed (quantizeQ8XSigned), and each weight block is multiplied in
 // registers with four activation rows at a time (q8Rows4), weight rows in
 // blocks that stay in L1 against activation rows from L2; the rows past a
 // multiple of four (a decode step's one) one at a time, with the same bits.
-func matMulQ8AVX2(dst, x, w *rt.Tensor, q []byte, s []float32) {
+func matMulQ8AVX2(dst, x, w *rt.Tensor) {
 	m, k, n := x.Dim(0), x.Dim(1), w.Dim(0)
 	np := q8Pairs(k)
-	q8Signed(q[:m*np*64])
+	xq, xs := getBytes(m*np*64), getF32(m*np*16)
+	defer putBytes(xq)
+	defer putF32(xs)
+	q, s := xq.b, xs.f
+	qt := quantTasks.get()
+	*qt = quantTask{x: x, np: np, q: q, s: s, signed: true}
+	parallelTask(m, max(1, 4096/k), qt)
+	quantTasks.put(qt)
 	rb := w.DType().ByteLen(k)
 	t := q8Rows4Tasks.get()
 	*t = q8Rows4Task{dt: w.DType(), w: w.Bytes(), rb: rb, m: m, np: np, rowBlock: max(4, (256<<10)/(np*128)/4*4),

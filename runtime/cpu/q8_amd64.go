@@ -188,3 +188,25 @@ func q8Rows1(dt rt.DType, w []byte, rowBytes int, q []byte, s []float32, out []f
 	}
 	q8Rows1AVX2(n, nb, &w[0], rowBytes, &q[0], &s[0], &out[0])
 }
+
+//go:noescape
+func quantizeQ8XSignedAVX2(x *float32, nb int, q *byte, s *float32)
+
+// quantizeQ8XSigned is quantizeQ8X then q8Signed (the form the AVX2 Q8_0
+// kernels read) in one pass; a row of an odd number of blocks gets a zero
+// block with scale 0 at the end.
+func quantizeQ8XSigned(x []float32, q []byte, s []float32) {
+	nb := len(x) / q8Block
+	if !hasAVX2 || nb == 0 {
+		quantizeQ8XGo(x, q, s)
+		q8Signed(q[:(nb+1)/2*64])
+		return
+	}
+	_ = q[(nb+1)/2*64-1]
+	_ = s[(nb+1)/2*16-1]
+	quantizeQ8XSignedAVX2(&x[0], nb, &q[0], &s[0])
+	if nb%2 == 1 {
+		clear(q[nb*q8Block : (nb+1)*q8Block])
+		clear(s[(nb/2)*16+8:][:8])
+	}
+}

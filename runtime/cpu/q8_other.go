@@ -55,3 +55,9 @@ func quantizeQ8KSigned(x []float32, act []byte, bs []int16) {
 	kSums(act, nsb)
 	kSigned(act[:nsb*kActBytes], bs)
 }
+
+func quantizeQ8XSigned(x []float32, q []byte, s []float32) {
+	nb := len(x) / q8Block
+	quantizeQ8XGo(x, q, s)
+	q8Signed(q[:(nb+1)/2*64])
+}

@@ -375,7 +375,7 @@ func TestMatMulQ8AVX2Agrees(t *testing.T) {
 				}
 			}
 			got := rt.New(rt.F32, m, n)
-			matMulQ8AVX2(got, x, w, slices.Clone(q), s)
+			matMulQ8AVX2(got, x, w)
 			for j := range n {
 				for i := range m {
 					var want float64
@@ -389,10 +389,8 @@ func TestMatMulQ8AVX2Agrees(t *testing.T) {
 			}
 			for i := range m {
 				one, _ := rt.FromF32(xs[i*k:(i+1)*k], 1, k)
-				q1, s1 := make([]byte, np*64), make([]float32, np*16)
-				quantizeRows(one, np, q1, s1)
 				alone := rt.New(rt.F32, 1, n)
-				matMulQ8AVX2(alone, one, w, q1, s1)
+				matMulQ8AVX2(alone, one, w)
 				for j := range n {
 					if a, b := got.F32()[i*n+j], alone.F32()[j]; math.Float32bits(a) != math.Float32bits(b) {
 						t.Fatalf("%v %v row %d col %d: %v in a batch of %d, %v alone", dt, shape, i, j, a, m, b)
@@ -434,5 +432,40 @@ func TestQuantizeQ8KSignedAgrees(t *testing.T) {
 	quantizeQ8KSigned(x, got, gb)
 	if d := asF32(got[kActBytes+320 : kActBytes+324])[0]; !math.IsNaN(float64(d)) {
 		t.Fatalf("a NaN in super-block 1: its scale is %v, not NaN", d)
+	}
+}
+
+// TestQuantizeQ8XSignedAgrees holds the fused AVX2 Q8_0 activation
+// quantization to quantizeQ8XGo then q8Signed bit for bit (an odd number of
+// blocks; zero, tiny, huge and infinite blocks), and checks that a NaN makes
+// its block's scale NaN.
+func TestQuantizeQ8XSignedAgrees(t *testing.T) {
+	rng := rand.New(rand.NewPCG(31, 32))
+	const nb = 7
+	x := randF32(rng, nb*32, 1)
+	clear(x[32:64])
+	for i := range 32 {
+		x[64+i] *= 1e-30
+		x[96+i] *= 1e30
+	}
+	x[128+3] = float32(math.Inf(1))
+	np := q8Pairs(nb * 32)
+	wq, gq := make([]byte, np*64), make([]byte, np*64)
+	ws, gs := make([]float32, np*16), make([]float32, np*16)
+	quantizeQ8XGo(x, wq, ws)
+	q8Signed(wq)
+	quantizeQ8XSigned(x, gq, gs)
+	if !slices.Equal(wq, gq) {
+		t.Fatalf("integers %v, Go form %v", gq, wq)
+	}
+	for i := range ws {
+		if math.Float32bits(ws[i]) != math.Float32bits(gs[i]) {
+			t.Fatalf("scale %d: %v, Go form %v", i, gs[i], ws[i])
+		}
+	}
+	x[170] = float32(math.NaN())
+	quantizeQ8XSigned(x, gq, gs)
+	if d := gs[(5/2)*16+8]; !math.IsNaN(float64(d)) {
+		t.Fatalf("a NaN in block 5: its scale is %v, not NaN", d)
 	}
 }

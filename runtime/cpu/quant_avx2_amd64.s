@@ -142,3 +142,97 @@ kqsub:
 kqdone:
 	VZEROUPPER
 	RET
+
+// func quantizeQ8XSignedAVX2(x *float32, nb int, q *byte, s *float32)
+// quantizeQ8XGo then q8Signed in one pass, with their bits: per block of
+// 32, d = max|x|/127 (NaN if any x is), q = round-to-even(x·127/max|x|)
+// (0 where max|x| is 0 or NaN) clamped to ±127 as signed bytes at 32·b in
+// q, and d 8 times at 8·b in s.
+TEXT ·quantizeQ8XSignedAVX2(SB), NOSPLIT, $0-32
+	MOVQ x+0(FP), SI
+	MOVQ nb+8(FP), CX
+	MOVQ q+16(FP), DI
+	MOVQ s+24(FP), BX
+	VBROADCASTSS kqabs<>(SB), Y15
+	MOVL $127, AX
+	MOVD AX, X12
+	VPBROADCASTD X12, Y12
+	MOVL $-127, AX
+	MOVD AX, X11
+	VPBROADCASTD X11, Y11
+	MOVL $0, AX
+	MOVD AX, X10
+	MOVL $4, AX
+	VPINSRD $1, AX, X10, X10
+	MOVL $1, AX
+	VPINSRD $2, AX, X10, X10
+	MOVL $5, AX
+	VPINSRD $3, AX, X10, X10
+	MOVL $2, AX
+	MOVD AX, X9
+	MOVL $6, AX
+	VPINSRD $1, AX, X9, X9
+	MOVL $3, AX
+	VPINSRD $2, AX, X9, X9
+	MOVL $7, AX
+	VPINSRD $3, AX, X9, X9
+	VINSERTI128 $1, X9, Y10, Y10
+	VBROADCASTSS kq127<>(SB), Y9
+	TESTQ CX, CX
+	JZ qxdone
+qxblock:
+	VMOVUPS (SI), Y4
+	VMOVUPS 32(SI), Y5
+	VMOVUPS 64(SI), Y6
+	VMOVUPS 96(SI), Y7
+	VCMPPS $3, Y4, Y4, Y1
+	VCMPPS $3, Y5, Y5, Y2
+	VORPS Y2, Y1, Y1
+	VCMPPS $3, Y6, Y6, Y2
+	VORPS Y2, Y1, Y1
+	VCMPPS $3, Y7, Y7, Y2
+	VORPS Y2, Y1, Y1
+	VANDPS Y15, Y4, Y0
+	VANDPS Y15, Y5, Y2
+	VMAXPS Y2, Y0, Y0
+	VANDPS Y15, Y6, Y2
+	VMAXPS Y2, Y0, Y0
+	VANDPS Y15, Y7, Y2
+	VMAXPS Y2, Y0, Y0
+	VEXTRACTF128 $1, Y0, X2
+	VMAXPS X2, X0, X0
+	VPERMILPS $0x4e, X0, X2
+	VMAXPS X2, X0, X0
+	VPERMILPS $0xb1, X0, X2
+	VMAXPS X2, X0, X0
+	VEXTRACTF128 $1, Y1, X2
+	VORPS X2, X1, X1
+	VPERMILPS $0x4e, X1, X2
+	VORPS X2, X1, X1
+	VPERMILPS $0xb1, X1, X2
+	VORPS X2, X1, X1
+	VORPS X1, X0, X0
+	VBROADCASTSS X0, Y0              // amax
+	VDIVPS Y9, Y0, Y2                // d = amax/127
+	VDIVPS Y0, Y9, Y3                // 127/amax
+	VXORPS Y1, Y1, Y1
+	VCMPPS $0x1e, Y1, Y0, Y1         // amax > 0 (false for NaN)
+	VANDPS Y1, Y3, Y3                // id
+	VMOVUPS Y2, (BX)
+	VMULPS Y4, Y3, Y4
+	VMULPS Y5, Y3, Y5
+	VMULPS Y6, Y3, Y6
+	VMULPS Y7, Y3, Y7
+	VCVTPS2DQ Y4, Y4
+	VCVTPS2DQ Y5, Y5
+	VCVTPS2DQ Y6, Y6
+	VCVTPS2DQ Y7, Y7
+	KQPACK(Y4, Y5, Y6, Y7, 0)
+	ADDQ $128, SI
+	ADDQ $32, DI
+	ADDQ $32, BX
+	DECQ CX
+	JNZ qxblock
+qxdone:
+	VZEROUPPER
+	RET
