@@ -72,8 +72,8 @@ func gemmAcc(m, n, k int, a []float32, lda int, b []float32, ldb int, c []float3
 // dot is the f32 inner product of a and b[:len(a)].
 func dot(a, b []float32) float32 {
 	b = b[:len(a)]
-	n := len(a) &^ (vecWidth - 1)
-	if vecWidth == 0 || n == 0 {
+	n := vecPart(len(a))
+	if n == 0 {
 		return dotGo(a, b)
 	}
 	var s float32
@@ -91,8 +91,8 @@ func dot(a, b []float32) float32 {
 // axpy computes y += alpha·x over len(y).
 func axpy(alpha float32, x, y []float32) {
 	x = x[:len(y)]
-	n := len(y) &^ (vecWidth - 1)
-	if vecWidth == 0 || n == 0 {
+	n := vecPart(len(y))
+	if n == 0 {
 		axpyGo(alpha, x, y)
 		return
 	}
@@ -106,8 +106,8 @@ func axpy(alpha float32, x, y []float32) {
 
 // scal computes x *= alpha.
 func scal(alpha float32, x []float32) {
-	n := len(x) &^ (vecWidth - 1)
-	if vecWidth == 0 || n == 0 {
+	n := vecPart(len(x))
+	if n == 0 {
 		scalGo(alpha, x)
 		return
 	}
@@ -126,8 +126,8 @@ func mvAcc(out, coef, mat []float32, stride int) {
 		return
 	}
 	_ = mat[(m-1)*stride+n-1]
-	v := n &^ (vecWidth - 1)
-	if vecWidth == 0 || v == 0 {
+	v := vecPart(n)
+	if v == 0 {
 		mvAccGo(out, coef, mat, stride)
 		return
 	}
@@ -148,8 +148,8 @@ func ger(mat []float32, stride int, u, v []float32) {
 		return
 	}
 	_ = mat[(m-1)*stride+n-1]
-	w := n &^ (vecWidth - 1)
-	if vecWidth == 0 || w == 0 {
+	w := vecPart(n)
+	if w == 0 {
 		gerGo(mat, stride, u, v)
 		return
 	}
@@ -172,8 +172,8 @@ func mvAcc2(out1, out2, c1, c2, mat []float32, stride int) {
 	}
 	out2, c2 = out2[:n], c2[:m]
 	_ = mat[(m-1)*stride+n-1]
-	v := n &^ (vecWidth - 1)
-	if vecWidth == 0 || v == 0 {
+	v := vecPart(n)
+	if v == 0 {
 		mvAcc2Go(out1, out2, c1, c2, mat, stride)
 		return
 	}
@@ -195,8 +195,8 @@ func gerScale(mat []float32, stride int, alpha float32, u, v []float32) {
 		return
 	}
 	_ = mat[(m-1)*stride+n-1]
-	w := n &^ (vecWidth - 1)
-	if vecWidth == 0 || w == 0 {
+	w := vecPart(n)
+	if w == 0 {
 		gerScaleGo(mat, stride, alpha, u, v)
 		return
 	}

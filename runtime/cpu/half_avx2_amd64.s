@@ -1,9 +1,10 @@
 #include "textflag.h"
+#include "simd_amd64.h"
 
 // AVX2 BF16/F16 matmul kernels, for CPUs without AVX-512: weights widened
 // to f32 in registers (exact), times f32 activations. Every kernel gives an
 // (activation row, weight row) pair its own accumulator, one FMA per 8
-// columns in order, reduced by HSUM8H, so a row's bits are the same
+// columns in order, reduced by HSUM8, so a row's bits are the same
 // whichever kernel (batch size) takes it.
 
 #define WIDEN2_BF16(ADDR, Y) \
@@ -13,16 +14,9 @@
 #define WIDEN2_F16(ADDR, Y) \
 	VCVTPH2PS ADDR, Y
 
-// HSUM8H(Y, X): X[0] = the sum of Y's 8 floats; clobbers X15.
-#define HSUM8H(Y, X) \
-	VEXTRACTF128 $1, Y, X15 \
-	VADDPS X15, X, X \
-	VHADDPS X, X, X \
-	VHADDPS X, X, X
-
 // F32TILE2: the 6×2 half of a 6×4 f32 tile: out[r·outStride + c] = x row r
 // · w row c for r < 6 and the two w rows at SI, (SI)(R8*1); 12 sums in
-// registers, each a single accumulator over k reduced by HSUM8H.
+// registers, each a single accumulator over k reduced by HSUM8.
 #define F32TILE2 \
 	VXORPS Y0, Y0, Y0 \
 	VXORPS Y1, Y1, Y1 \
@@ -66,18 +60,18 @@ f2loop: \
 	ADDQ $32, DX \
 	SUBQ $8, CX \
 	JNZ f2loop \
-	HSUM8H(Y0, X0) \
-	HSUM8H(Y1, X1) \
-	HSUM8H(Y2, X2) \
-	HSUM8H(Y3, X3) \
-	HSUM8H(Y4, X4) \
-	HSUM8H(Y5, X5) \
-	HSUM8H(Y6, X6) \
-	HSUM8H(Y7, X7) \
-	HSUM8H(Y8, X8) \
-	HSUM8H(Y9, X9) \
-	HSUM8H(Y10, X10) \
-	HSUM8H(Y11, X11) \
+	HSUM8(Y0, X0, X15) \
+	HSUM8(Y1, X1, X15) \
+	HSUM8(Y2, X2, X15) \
+	HSUM8(Y3, X3, X15) \
+	HSUM8(Y4, X4, X15) \
+	HSUM8(Y5, X5, X15) \
+	HSUM8(Y6, X6, X15) \
+	HSUM8(Y7, X7, X15) \
+	HSUM8(Y8, X8, X15) \
+	HSUM8(Y9, X9, X15) \
+	HSUM8(Y10, X10, X15) \
+	HSUM8(Y11, X11, X15) \
 	MOVQ R12, BX \
 	VMOVSS X0, (BX) \
 	VMOVSS X1, 4(BX) \
@@ -141,14 +135,14 @@ p4loop: \
 	ADDQ $32, DI \
 	SUBQ $8, CX \
 	JNZ p4loop \
-	HSUM8H(Y0, X0) \
-	HSUM8H(Y1, X1) \
-	HSUM8H(Y2, X2) \
-	HSUM8H(Y3, X3) \
-	HSUM8H(Y4, X4) \
-	HSUM8H(Y5, X5) \
-	HSUM8H(Y6, X6) \
-	HSUM8H(Y7, X7) \
+	HSUM8(Y0, X0, X15) \
+	HSUM8(Y1, X1, X15) \
+	HSUM8(Y2, X2, X15) \
+	HSUM8(Y3, X3, X15) \
+	HSUM8(Y4, X4, X15) \
+	HSUM8(Y5, X5, X15) \
+	HSUM8(Y6, X6, X15) \
+	HSUM8(Y7, X7, X15) \
 	MOVQ R12, BX \
 	VMOVSS X0, (BX) \
 	VMOVSS X1, 4(BX) \
@@ -196,10 +190,10 @@ o4loop: \
 	ADDQ $32, DI \
 	SUBQ $8, CX \
 	JNZ o4loop \
-	HSUM8H(Y0, X0) \
-	HSUM8H(Y2, X2) \
-	HSUM8H(Y4, X4) \
-	HSUM8H(Y6, X6) \
+	HSUM8(Y0, X0, X15) \
+	HSUM8(Y2, X2, X15) \
+	HSUM8(Y4, X4, X15) \
+	HSUM8(Y6, X6, X15) \
 	VMOVSS X0, (R12) \
 	ADDQ R13, R12 \
 	VMOVSS X2, (R12) \
@@ -244,10 +238,10 @@ q1loop: \
 	ADDQ $32, DI \
 	SUBQ $8, CX \
 	JNZ q1loop \
-	HSUM8H(Y0, X0) \
-	HSUM8H(Y1, X1) \
-	HSUM8H(Y2, X2) \
-	HSUM8H(Y3, X3) \
+	HSUM8(Y0, X0, X15) \
+	HSUM8(Y1, X1, X15) \
+	HSUM8(Y2, X2, X15) \
+	HSUM8(Y3, X3, X15) \
 	VMOVSS X0, (R12) \
 	VMOVSS X1, 4(R12) \
 	VMOVSS X2, 8(R12) \
@@ -279,7 +273,7 @@ s1loop: \
 	ADDQ $32, DI \
 	SUBQ $8, CX \
 	JNZ s1loop \
-	HSUM8H(Y0, X0) \
+	HSUM8(Y0, X0, X15) \
 	VMOVSS X0, (R12) \
 	ADDQ $4, R12 \
 	DECQ R9 \

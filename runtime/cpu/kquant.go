@@ -111,7 +111,7 @@ func (t *kDecodeTask) run(lo, hi int) {
 func matMulK(dst, x, w *rt.Tensor) {
 	m, k, n := x.Dim(0), x.Dim(1), w.Dim(0)
 	nsb := k / 256
-	if !hasVNNI && kAVX2OK(w.DType()) {
+	if kAVX2OK(w.DType()) {
 		matMulKAVX2(dst, x, w)
 		return
 	}
@@ -207,8 +207,8 @@ func (t *kMatTask) run(lo, hi int) {
 }
 
 // matMulKAVX2 is matMulK on CPUs without VNNI: the activation rows are
-// quantized signed with their 16-element sums (quantizeQ8KSigned), and each weight
-// row is decoded in registers against four activation rows at a time
+// quantized signed with their sums of 16 (quantizeQ8KSigned), and each
+// weight row is decoded in registers against four activation rows at a time
 // (q4kRows4AVX2), weight rows in blocks that stay in L1 against activation
 // rows from L2; the rows past a multiple of four (a decode step's one) one
 // at a time, with the same bits.
@@ -220,10 +220,10 @@ func matMulKAVX2(dst, x, w *rt.Tensor) {
 	act := ab.b
 	bs := getBytes(2 * m * nsb * 16)
 	bsums := asI16(bs.b)
-	st := kSignTasks.get()
-	*st = kSignTask{x: x, act: act, nsb: nsb, bs: bsums}
+	st := kQuantSignedTasks.get()
+	*st = kQuantSignedTask{x: x, act: act, nsb: nsb, bs: bsums}
 	parallelTask(m, max(1, 4096/k), st)
-	kSignTasks.put(st)
+	kQuantSignedTasks.put(st)
 	dt := w.DType()
 	t := kRows4Tasks.get()
 	*t = kRows4Task{dt: dt, w: w.Bytes(), rb: dt.ByteLen(k), m: m, nsb: nsb,
@@ -237,24 +237,32 @@ func matMulKAVX2(dst, x, w *rt.Tensor) {
 // of activation rows: 32 rows of 1,024 Q4_K weights are 18 KB, in L1.
 const kRows4Block = 32
 
-// kSignTask quantizes activation rows [lo, hi) for the AVX2 kernels.
-type kSignTask struct {
+// kQuantSignedTask quantizes activation rows [lo, hi) for the AVX2 kernels.
+type kQuantSignedTask struct {
 	x   *rt.Tensor
 	act []byte
 	nsb int
 	bs  []int16
 }
 
-var kSignTasks taskPool[kSignTask]
+var kQuantSignedTasks taskPool[kQuantSignedTask]
 
-func (t *kSignTask) run(lo, hi int) {
+func (t *kQuantSignedTask) run(lo, hi int) {
 	for i := lo; i < hi; i++ {
 		quantizeQ8KSigned(row(t.x, i), t.act[i*t.nsb*kActBytes:(i+1)*t.nsb*kActBytes], t.bs[i*t.nsb*16:(i+1)*t.nsb*16])
 	}
 }
 
+// quantizeQ8KSignedGo is the Go form of quantizeQ8KSigned.
+func quantizeQ8KSignedGo(x []float32, act []byte, bs []int16) {
+	nsb := len(x) / 256
+	quantizeQ8KGo(x, act)
+	kSums(act, nsb)
+	kSigned(act[:nsb*kActBytes], bs)
+}
+
 // kSigned turns quantized super-blocks (as quantizeRowsK writes them) into
-// the form kRows4AVX2 reads: the integers signed (not +128), and the sum of
+// the form kRows4AVX2 reads (quantizeQ8KSigned's Go form): the integers signed (not +128), and the sum of
 // each 16 of them in bs.
 func kSigned(act []byte, bs []int16) {
 	for sb := range len(act) / kActBytes {

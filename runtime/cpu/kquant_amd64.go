@@ -98,9 +98,9 @@ func q4kRows1AVX2(nrows, nblocks int, w *byte, rowBytes int, act *byte, out *flo
 //go:noescape
 func q6kRows1AVX2(nrows, nblocks int, w *byte, rowBytes int, act *byte, bsums *int16, out *float32)
 
-// kAVX2OK reports whether the AVX2 k-quant kernels (for CPUs without
-// VNNI) take weights of dt.
-func kAVX2OK(dt rt.DType) bool { return hasAVX2 && kQuantSupported(dt) }
+// kAVX2OK reports whether the AVX2 k-quant kernels run for weights of dt:
+// AVX2 but no VNNI.
+func kAVX2OK(dt rt.DType) bool { return hasAVX2 && !hasVNNI && kQuantSupported(dt) }
 
 // kRows1AVX2 is kRows4AVX2 for one activation row: out[j] for each weight
 // row j of w, with the same bits as the row gets in kRows4AVX2.
@@ -132,9 +132,8 @@ func q6kRows4AVX2(nrows, nblocks int, w *byte, rowBytes int, act *byte, aStride 
 
 // kRows4AVX2 computes out[r·outStride + j] = k-quant weight row j of w (rows
 // of rowBytes) · activation row r for four activation rows of act (nsb
-// super-blocks each, aStride bytes apart, their integers signed: kSigned)
-// and, for Q6_K, their sub-block sums bs (kSigned, 16 a super-block, bStride
-// apart).
+// super-blocks each, aStride bytes apart, as quantizeQ8KSigned writes them)
+// and, for Q6_K, their sums of 16 bs (16 a super-block, bStride apart).
 func kRows4AVX2(dt rt.DType, w []byte, rowBytes int, act []byte, aStride int, bs []int16, bStride int, out []float32, outStride int) {
 	n := len(w) / rowBytes
 	nsb := rowBytes / dt.ByteLen(256)
@@ -164,9 +163,7 @@ func quantizeQ8KSignedAVX2(x *float32, nsb int, act *byte, bs *int16)
 func quantizeQ8KSigned(x []float32, act []byte, bs []int16) {
 	nsb := len(x) / 256
 	if !hasAVX2 || nsb == 0 {
-		quantizeQ8KGo(x, act)
-		kSums(act, nsb)
-		kSigned(act[:nsb*kActBytes], bs)
+		quantizeQ8KSignedGo(x, act, bs)
 		return
 	}
 	_ = act[nsb*kActBytes-1]

@@ -1,13 +1,14 @@
 #include "textflag.h"
+#include "simd_amd64.h"
 
 // AVX2 k-quant kernels, for CPUs without AVX-512 VNNI: VPMADDUBSW
 // multiplies unsigned weight bytes with signed activation bytes into 16-bit
 // pair sums (no saturation: weights are at most 63, activations ±127),
 // VPMADDWD weights them by their sub-block scales into 32-bit lane sums,
 // and each super-block's sums become floats once. They read the quantized
-// activation row as quantizeRowsK writes it (kActBytes a super-block: the
-// integers made signed by kSigned, the sub-block sums d·Σq, then d; and
-// for Q6_K, kSigned's sums of each 16 integers).
+// activation row as quantizeQ8KSigned writes it (kActBytes a super-block:
+// the signed integers, the sub-block sums d·Σq, then d; and for Q6_K its
+// sums of each 16 integers).
 
 // k2bc4: VPSHUFB masks that broadcast word j (a Q4_K sub-block's scale,
 // both 128-bit lanes holding words 0..7) over the register, for j = 0..7.
@@ -197,20 +198,13 @@ GLOBL k2m2<>(SB), RODATA|NOPTR, $16
 	VSUBPS Y11, ACC, ACC \
 	VPXOR SUM, SUM, SUM
 
-// HSUM8(Y, X): X[0] = the sum of Y's 8 floats; clobbers X11.
-#define HSUM8(Y, X) \
-	VEXTRACTF128 $1, Y, X11 \
-	VADDPS X11, X, X \
-	VHADDPS X, X, X \
-	VHADDPS X, X, X
-
 // K4R4STORE: the four activation rows' sums for this weight row, at R12 +
 // r·R13.
 #define K4R4STORE \
-	HSUM8(Y0, X0) \
-	HSUM8(Y1, X1) \
-	HSUM8(Y2, X2) \
-	HSUM8(Y3, X3) \
+	HSUM8(Y0, X0, X11) \
+	HSUM8(Y1, X1, X11) \
+	HSUM8(Y2, X2, X11) \
+	HSUM8(Y3, X3, X11) \
 	MOVQ R12, BX \
 	VMOVSS X0, (BX) \
 	ADDQ R13, BX \
@@ -355,68 +349,145 @@ GLOBL k2m2<>(SB), RODATA|NOPTR, $16
 	VPSHUFB k2bc4<>+64*C+32(SB), Y8, Y14 \
 	K4R4ROW(Y4, 64*C(DI), 64*C+32(DI))
 
+// The four chunks of a Q4_K and of a Q5_K super-block, against four
+// activation rows and against one.
+#define K4R4CHUNKS \
+	K4R4CHUNK(0) \
+	K4R4CHUNK(1) \
+	K4R4CHUNK(2) \
+	K4R4CHUNK(3)
+
+#define K4R1CHUNKS \
+	K4R1CHUNK(0) \
+	K4R1CHUNK(1) \
+	K4R1CHUNK(2) \
+	K4R1CHUNK(3)
+
+#define K5R4CHUNKS \
+	VMOVDQU 16(SI), Y12 \
+	K5R4CHUNK(0, VPSLLW, 4, VPSLLW, 3) \
+	K5R4CHUNK(1, VPSLLW, 2, VPSLLW, 1) \
+	K5R4CHUNK(2, VPSRLW, 0, VPSRLW, 1) \
+	K5R4CHUNK(3, VPSRLW, 2, VPSRLW, 3)
+
+#define K5R1CHUNKS \
+	VMOVDQU 16(SI), Y12 \
+	K5R1CHUNK(0, VPSLLW, 4, VPSLLW, 3) \
+	K5R1CHUNK(1, VPSLLW, 2, VPSLLW, 1) \
+	K5R1CHUNK(2, VPSRLW, 0, VPSRLW, 1) \
+	K5R1CHUNK(3, VPSRLW, 2, VPSRLW, 3)
+
+// KR4(CHUNKS, BSTEP): q4kRows4AVX2's body, for the super-blocks of BSTEP
+// bytes whose four chunks CHUNKS multiplies (Q4_K, Q5_K).
+#define KR4(CHUNKS, BSTEP) \
+	MOVQ nrows+0(FP), R9 \
+	MOVQ w+16(FP), R10 \
+	MOVQ rowBytes+24(FP), R11 \
+	MOVQ aStride+40(FP), R8 \
+	MOVQ out+48(FP), R12 \
+	MOVQ outStride+56(FP), R13 \
+	LEAQ (R8)(R8*2), R14 \
+	MOVL $0x0f0f0f0f, AX \
+	MOVD AX, X15 \
+	VPBROADCASTD X15, Y15 \
+	TESTQ R9, R9 \
+	JZ r4done \
+r4row: \
+	MOVQ R10, SI \
+	MOVQ act+32(FP), DI \
+	MOVQ nblocks+8(FP), CX \
+	VXORPS Y0, Y0, Y0 \
+	VXORPS Y1, Y1, Y1 \
+	VXORPS Y2, Y2, Y2 \
+	VXORPS Y3, Y3, Y3 \
+	VPXOR Y4, Y4, Y4 \
+	VPXOR Y5, Y5, Y5 \
+	VPXOR Y6, Y6, Y6 \
+	VPXOR Y7, Y7, Y7 \
+r4block: \
+	K2SCALESR \
+	VPMOVZXBW X12, Y8 \
+	VPERMQ $0x44, Y8, Y8 \
+	CHUNKS \
+	K2SCALESR \
+	VPSRLDQ $8, X12, X12 \
+	VPMOVZXBD X12, Y12 \
+	VCVTDQ2PS Y12, Y12 \
+	VPBROADCASTW 2(SI), X10 \
+	VCVTPH2PS X10, Y10 \
+	VMULPS Y10, Y12, Y12 \
+	VPBROADCASTW (SI), X9 \
+	VCVTPH2PS X9, Y9 \
+	K4R4EPI(Y0, Y4, 256(DI), 320(DI)) \
+	K4R4EPI(Y1, Y5, 256(DI)(R8*1), 320(DI)(R8*1)) \
+	K4R4EPI(Y2, Y6, 256(DI)(R8*2), 320(DI)(R8*2)) \
+	K4R4EPI(Y3, Y7, 256(DI)(R14*1), 320(DI)(R14*1)) \
+	ADDQ $BSTEP, SI \
+	ADDQ $384, DI \
+	DECQ CX \
+	JNZ r4block \
+	K4R4STORE \
+	ADDQ $4, R12 \
+	ADDQ R11, R10 \
+	DECQ R9 \
+	JNZ r4row \
+r4done: \
+	VZEROUPPER \
+	RET
+
+// KR1(CHUNKS, BSTEP): KR4 for one activation row.
+#define KR1(CHUNKS, BSTEP) \
+	MOVQ nrows+0(FP), R9 \
+	MOVQ w+16(FP), R10 \
+	MOVQ rowBytes+24(FP), R11 \
+	MOVQ out+40(FP), R12 \
+	MOVL $0x0f0f0f0f, AX \
+	MOVD AX, X15 \
+	VPBROADCASTD X15, Y15 \
+	TESTQ R9, R9 \
+	JZ r1done \
+r1row: \
+	MOVQ R10, SI \
+	MOVQ act+32(FP), DI \
+	MOVQ nblocks+8(FP), CX \
+	VXORPS Y0, Y0, Y0 \
+	VPXOR Y4, Y4, Y4 \
+r1block: \
+	PREFETCHT0 512(SI) \
+	K2SCALESR \
+	VPMOVZXBW X12, Y8 \
+	VPERMQ $0x44, Y8, Y8 \
+	CHUNKS \
+	K2SCALESR \
+	VPSRLDQ $8, X12, X12 \
+	VPMOVZXBD X12, Y12 \
+	VCVTDQ2PS Y12, Y12 \
+	VPBROADCASTW 2(SI), X10 \
+	VCVTPH2PS X10, Y10 \
+	VMULPS Y10, Y12, Y12 \
+	VPBROADCASTW (SI), X9 \
+	VCVTPH2PS X9, Y9 \
+	K4R4EPI(Y0, Y4, 256(DI), 320(DI)) \
+	ADDQ $BSTEP, SI \
+	ADDQ $384, DI \
+	DECQ CX \
+	JNZ r1block \
+	HSUM8(Y0, X0, X11) \
+	VMOVSS X0, (R12) \
+	ADDQ $4, R12 \
+	ADDQ R11, R10 \
+	DECQ R9 \
+	JNZ r1row \
+r1done: \
+	VZEROUPPER \
+	RET
+
 // func q4kRows4AVX2(nrows, nblocks int, w *byte, rowBytes int, act *byte, aStride int, out *float32, outStride int)
 // out[r·outStride + j] (bytes) = Q4_K row j · activation row r, for j <
 // nrows and four activation rows (signed integers, aStride bytes apart),
 // each weight row decoded once for the four.
 TEXT ·q4kRows4AVX2(SB), NOSPLIT, $0-64
-	MOVQ nrows+0(FP), R9
-	MOVQ w+16(FP), R10
-	MOVQ rowBytes+24(FP), R11
-	MOVQ aStride+40(FP), R8
-	MOVQ out+48(FP), R12
-	MOVQ outStride+56(FP), R13
-	LEAQ (R8)(R8*2), R14
-	MOVL $0x0f0f0f0f, AX
-	MOVD AX, X15
-	VPBROADCASTD X15, Y15
-	TESTQ R9, R9
-	JZ r4done
-r4row:
-	MOVQ R10, SI
-	MOVQ act+32(FP), DI
-	MOVQ nblocks+8(FP), CX
-	VXORPS Y0, Y0, Y0
-	VXORPS Y1, Y1, Y1
-	VXORPS Y2, Y2, Y2
-	VXORPS Y3, Y3, Y3
-	VPXOR Y4, Y4, Y4
-	VPXOR Y5, Y5, Y5
-	VPXOR Y6, Y6, Y6
-	VPXOR Y7, Y7, Y7
-r4block:
-	K2SCALESR
-	VPMOVZXBW X12, Y8
-	VPERMQ $0x44, Y8, Y8
-	K4R4CHUNK(0)
-	K4R4CHUNK(1)
-	K4R4CHUNK(2)
-	K4R4CHUNK(3)
-	K2SCALESR
-	VPSRLDQ $8, X12, X12
-	VPMOVZXBD X12, Y12
-	VCVTDQ2PS Y12, Y12
-	VPBROADCASTW 2(SI), X10
-	VCVTPH2PS X10, Y10
-	VMULPS Y10, Y12, Y12
-	VPBROADCASTW (SI), X9
-	VCVTPH2PS X9, Y9
-	K4R4EPI(Y0, Y4, 256(DI), 320(DI))
-	K4R4EPI(Y1, Y5, 256(DI)(R8*1), 320(DI)(R8*1))
-	K4R4EPI(Y2, Y6, 256(DI)(R8*2), 320(DI)(R8*2))
-	K4R4EPI(Y3, Y7, 256(DI)(R14*1), 320(DI)(R14*1))
-	ADDQ $144, SI
-	ADDQ $384, DI
-	DECQ CX
-	JNZ r4block
-	K4R4STORE
-	ADDQ $4, R12
-	ADDQ R11, R10
-	DECQ R9
-	JNZ r4row
-r4done:
-	VZEROUPPER
-	RET
+	KR4(K4R4CHUNKS, 144)
 
 // func q6kRows4AVX2(nrows, nblocks int, w *byte, rowBytes int, act *byte, aStride int, bsums *int16, bStride int, out *float32, outStride int)
 // q4kRows4AVX2 for Q6_K; bsums holds each activation row's sums of its 16
@@ -477,53 +548,7 @@ s4done:
 // func q4kRows1AVX2(nrows, nblocks int, w *byte, rowBytes int, act *byte, out *float32)
 // q4kRows4AVX2 for one activation row; out[j] for weight rows j < nrows.
 TEXT ·q4kRows1AVX2(SB), NOSPLIT, $0-48
-	MOVQ nrows+0(FP), R9
-	MOVQ w+16(FP), R10
-	MOVQ rowBytes+24(FP), R11
-	MOVQ out+40(FP), R12
-	MOVL $0x0f0f0f0f, AX
-	MOVD AX, X15
-	VPBROADCASTD X15, Y15
-	TESTQ R9, R9
-	JZ r1done
-r1row:
-	MOVQ R10, SI
-	MOVQ act+32(FP), DI
-	MOVQ nblocks+8(FP), CX
-	VXORPS Y0, Y0, Y0
-	VPXOR Y4, Y4, Y4
-r1block:
-	PREFETCHT0 512(SI)
-	K2SCALESR
-	VPMOVZXBW X12, Y8
-	VPERMQ $0x44, Y8, Y8
-	K4R1CHUNK(0)
-	K4R1CHUNK(1)
-	K4R1CHUNK(2)
-	K4R1CHUNK(3)
-	K2SCALESR
-	VPSRLDQ $8, X12, X12
-	VPMOVZXBD X12, Y12
-	VCVTDQ2PS Y12, Y12
-	VPBROADCASTW 2(SI), X10
-	VCVTPH2PS X10, Y10
-	VMULPS Y10, Y12, Y12
-	VPBROADCASTW (SI), X9
-	VCVTPH2PS X9, Y9
-	K4R4EPI(Y0, Y4, 256(DI), 320(DI))
-	ADDQ $144, SI
-	ADDQ $384, DI
-	DECQ CX
-	JNZ r1block
-	HSUM8(Y0, X0)
-	VMOVSS X0, (R12)
-	ADDQ $4, R12
-	ADDQ R11, R10
-	DECQ R9
-	JNZ r1row
-r1done:
-	VZEROUPPER
-	RET
+	KR1(K4R1CHUNKS, 144)
 
 // func q6kRows1AVX2(nrows, nblocks int, w *byte, rowBytes int, act *byte, bsums *int16, out *float32)
 // q6kRows4AVX2 for one activation row; out[j] for weight rows j < nrows.
@@ -557,7 +582,7 @@ t1block:
 	ADDQ $32, BX
 	DECQ CX
 	JNZ t1block
-	HSUM8(Y0, X0)
+	HSUM8(Y0, X0, X11)
 	VMOVSS X0, (R12)
 	ADDQ $4, R12
 	ADDQ R11, R10
@@ -572,114 +597,9 @@ t1done:
 // nrows and four activation rows (signed integers, aStride bytes apart),
 // each weight row decoded once for the four.
 TEXT ·q5kRows4AVX2(SB), NOSPLIT, $0-64
-	MOVQ nrows+0(FP), R9
-	MOVQ w+16(FP), R10
-	MOVQ rowBytes+24(FP), R11
-	MOVQ aStride+40(FP), R8
-	MOVQ out+48(FP), R12
-	MOVQ outStride+56(FP), R13
-	LEAQ (R8)(R8*2), R14
-	MOVL $0x0f0f0f0f, AX
-	MOVD AX, X15
-	VPBROADCASTD X15, Y15
-	TESTQ R9, R9
-	JZ u4done
-u4row:
-	MOVQ R10, SI
-	MOVQ act+32(FP), DI
-	MOVQ nblocks+8(FP), CX
-	VXORPS Y0, Y0, Y0
-	VXORPS Y1, Y1, Y1
-	VXORPS Y2, Y2, Y2
-	VXORPS Y3, Y3, Y3
-	VPXOR Y4, Y4, Y4
-	VPXOR Y5, Y5, Y5
-	VPXOR Y6, Y6, Y6
-	VPXOR Y7, Y7, Y7
-u4block:
-	K2SCALESR
-	VPMOVZXBW X12, Y8
-	VPERMQ $0x44, Y8, Y8
-	VMOVDQU 16(SI), Y12
-	K5R4CHUNK(0, VPSLLW, 4, VPSLLW, 3)
-	K5R4CHUNK(1, VPSLLW, 2, VPSLLW, 1)
-	K5R4CHUNK(2, VPSRLW, 0, VPSRLW, 1)
-	K5R4CHUNK(3, VPSRLW, 2, VPSRLW, 3)
-	K2SCALESR
-	VPSRLDQ $8, X12, X12
-	VPMOVZXBD X12, Y12
-	VCVTDQ2PS Y12, Y12
-	VPBROADCASTW 2(SI), X10
-	VCVTPH2PS X10, Y10
-	VMULPS Y10, Y12, Y12
-	VPBROADCASTW (SI), X9
-	VCVTPH2PS X9, Y9
-	K4R4EPI(Y0, Y4, 256(DI), 320(DI))
-	K4R4EPI(Y1, Y5, 256(DI)(R8*1), 320(DI)(R8*1))
-	K4R4EPI(Y2, Y6, 256(DI)(R8*2), 320(DI)(R8*2))
-	K4R4EPI(Y3, Y7, 256(DI)(R14*1), 320(DI)(R14*1))
-	ADDQ $176, SI
-	ADDQ $384, DI
-	DECQ CX
-	JNZ u4block
-	K4R4STORE
-	ADDQ $4, R12
-	ADDQ R11, R10
-	DECQ R9
-	JNZ u4row
-u4done:
-	VZEROUPPER
-	RET
+	KR4(K5R4CHUNKS, 176)
 
 // func q5kRows1AVX2(nrows, nblocks int, w *byte, rowBytes int, act *byte, out *float32)
 // q5kRows4AVX2 for one activation row; out[j] for weight rows j < nrows.
 TEXT ·q5kRows1AVX2(SB), NOSPLIT, $0-48
-	MOVQ nrows+0(FP), R9
-	MOVQ w+16(FP), R10
-	MOVQ rowBytes+24(FP), R11
-	MOVQ out+40(FP), R12
-	MOVL $0x0f0f0f0f, AX
-	MOVD AX, X15
-	VPBROADCASTD X15, Y15
-	TESTQ R9, R9
-	JZ u1done
-u1row:
-	MOVQ R10, SI
-	MOVQ act+32(FP), DI
-	MOVQ nblocks+8(FP), CX
-	VXORPS Y0, Y0, Y0
-	VPXOR Y4, Y4, Y4
-u1block:
-	PREFETCHT0 512(SI)
-	K2SCALESR
-	VPMOVZXBW X12, Y8
-	VPERMQ $0x44, Y8, Y8
-	VMOVDQU 16(SI), Y12
-	K5R1CHUNK(0, VPSLLW, 4, VPSLLW, 3)
-	K5R1CHUNK(1, VPSLLW, 2, VPSLLW, 1)
-	K5R1CHUNK(2, VPSRLW, 0, VPSRLW, 1)
-	K5R1CHUNK(3, VPSRLW, 2, VPSRLW, 3)
-	K2SCALESR
-	VPSRLDQ $8, X12, X12
-	VPMOVZXBD X12, Y12
-	VCVTDQ2PS Y12, Y12
-	VPBROADCASTW 2(SI), X10
-	VCVTPH2PS X10, Y10
-	VMULPS Y10, Y12, Y12
-	VPBROADCASTW (SI), X9
-	VCVTPH2PS X9, Y9
-	K4R4EPI(Y0, Y4, 256(DI), 320(DI))
-	ADDQ $176, SI
-	ADDQ $384, DI
-	DECQ CX
-	JNZ u1block
-	HSUM8(Y0, X0)
-	VMOVSS X0, (R12)
-	ADDQ $4, R12
-	ADDQ R11, R10
-	DECQ R9
-	JNZ u1row
-u1done:
-	VZEROUPPER
-	RET
-
+	KR1(K5R1CHUNKS, 176)

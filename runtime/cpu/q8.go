@@ -266,10 +266,11 @@ func (t *q8MatTask) run(lo, hi int) {
 }
 
 // matMulQ8AVX2 is matMulQ8 on CPUs without VNNI (for the q8Family weights):
-// the activation rows are quantized signed (quantizeQ8XSigned), and each weight block is multiplied in
-// registers with four activation rows at a time (q8Rows4), weight rows in
-// blocks that stay in L1 against activation rows from L2; the rows past a
-// multiple of four (a decode step's one) one at a time, with the same bits.
+// the activation rows are quantized signed (quantizeQ8XSigned), and each
+// weight block is multiplied in registers with four activation rows at a
+// time (q8Rows4), weight rows in blocks that stay in L1 against activation
+// rows from L2; the rows past a multiple of four (a decode step's one) one
+// at a time, with the same bits.
 func matMulQ8AVX2(dst, x, w *rt.Tensor) {
 	m, k, n := x.Dim(0), x.Dim(1), w.Dim(0)
 	np := q8Pairs(k)
@@ -287,6 +288,12 @@ func matMulQ8AVX2(dst, x, w *rt.Tensor) {
 		wBlock: max(4, (16<<10)/rb), q: q, s: s, out: dst.F32(), ds: dst.Strides()[0]}
 	parallelTask(n, t.wBlock, t)
 	q8Rows4Tasks.put(t)
+}
+
+// quantizeQ8XSignedGo is the Go form of quantizeQ8XSigned.
+func quantizeQ8XSignedGo(x []float32, q []byte, s []float32) {
+	quantizeQ8XGo(x, q, s)
+	q8Signed(q[:(len(x)/q8Block+1)/2*64])
 }
 
 // q8Signed takes the +128 off quantized activations.

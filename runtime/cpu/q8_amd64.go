@@ -198,8 +198,7 @@ func quantizeQ8XSignedAVX2(x *float32, nb int, q *byte, s *float32)
 func quantizeQ8XSigned(x []float32, q []byte, s []float32) {
 	nb := len(x) / q8Block
 	if !hasAVX2 || nb == 0 {
-		quantizeQ8XGo(x, q, s)
-		q8Signed(q[:(nb+1)/2*64])
+		quantizeQ8XSignedGo(x, q, s)
 		return
 	}
 	_ = q[(nb+1)/2*64-1]

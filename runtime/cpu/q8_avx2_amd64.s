@@ -1,4 +1,5 @@
 #include "textflag.h"
+#include "simd_amd64.h"
 
 // AVX2 Q8_0 kernels, for CPUs without AVX-512 VNNI. A block's 32 weights
 // multiply 32 signed activations by VPMADDUBSW on |w| and x·sign(w) (no
@@ -60,21 +61,19 @@ GLOBL kxs32<>(SB), RODATA|NOPTR, $32
 	VPBROADCASTW (SI), X6 \
 	VCVTPH2PS X6, Y6
 
-// HSUM8Q(Y, X): X[0] = the sum of Y's 8 floats; clobbers X8.
-#define HSUM8Q(Y, X) \
-	VEXTRACTF128 $1, Y, X8 \
-	VADDPS X8, X, X \
-	VHADDPS X, X, X \
-	VHADDPS X, X, X
+// NIB32(ADDR): the 16 bytes at ADDR as 32 nibbles in element order (low
+// nibbles, then high: Q4_0's layout) into Y5; uses X4, Y13 = 0x0f bytes.
+#define NIB32(ADDR) \
+	VMOVDQU ADDR, X5 \
+	VPSRLW $4, X5, X4 \
+	VINSERTI128 $1, X4, Y5, Y5 \
+	VPAND Y13, Y5, Y5
 
 // Q40WBLOCK: a Q4_0 block at SI (d, then 16 bytes: elements 0..15 in the
 // low nibbles, 16..31 in the high, each less 8) into Y5 = w, Y4 = |w|,
 // Y6 = d.
 #define Q40WBLOCK \
-	VMOVDQU 2(SI), X5 \
-	VPSRLW $4, X5, X4 \
-	VINSERTI128 $1, X4, Y5, Y5 \
-	VPAND Y13, Y5, Y5 \
+	NIB32(2(SI)) \
 	VPSUBB Y12, Y5, Y5 \
 	VPSIGNB Y5, Y5, Y4 \
 	VPBROADCASTW (SI), X6 \
@@ -92,10 +91,7 @@ GLOBL kxs32<>(SB), RODATA|NOPTR, $32
 // QNLWBLOCK: an IQ4_NL block at SI (d, then 16 bytes of grid indices laid
 // out as Q4_0's nibbles) into Y5 = w, Y4 = |w|, Y6 = d; Y12 holds the grid.
 #define QNLWBLOCK \
-	VMOVDQU 2(SI), X5 \
-	VPSRLW $4, X5, X4 \
-	VINSERTI128 $1, X4, Y5, Y5 \
-	VPAND Y13, Y5, Y5 \
+	NIB32(2(SI)) \
 	VPSHUFB Y5, Y12, Y5 \
 	VPSIGNB Y5, Y5, Y4 \
 	VPBROADCASTW (SI), X6 \
@@ -131,26 +127,89 @@ GLOBL kxs32<>(SB), RODATA|NOPTR, $32
 // indices at 8+16J, laid out as Q4_0's) into Y5 = w, Y4 = |w|, Y6 = its
 // scale; Y12 holds the grid, Y13 0x0f bytes.
 #define QXSWB(J) \
-	VMOVDQU 8+16*J(SI), X5 \
-	VPSRLW $4, X5, X4 \
-	VINSERTI128 $1, X4, Y5, Y5 \
-	VPAND Y13, Y5, Y5 \
+	NIB32(8+16*J(SI)) \
 	VPSHUFB Y5, Y12, Y5 \
 	VPSIGNB Y5, Y5, Y4 \
 	VBROADCASTSS 4*J(SP), Y6
 
-#define QXSR4SUB(J) \
-	QXSWB(J) \
-	Q8ROW(Y0, 32*J(DI), 32*J(BX)) \
-	Q8ROW(Y1, 32*J(DI)(R8*1), 32*J(BX)(DX*1)) \
-	Q8ROW(Y2, 32*J(DI)(R8*2), 32*J(BX)(DX*2)) \
-	Q8ROW(Y3, 32*J(DI)(R14*1), 32*J(BX)(AX*1))
+// Q8ROWS4(OFF) / Q8ROWS1(OFF): the weight block in Y4..Y6 against the
+// activation block OFF bytes on (scales OFF on) in four rows / one row.
+#define Q8ROWS4(OFF) \
+	Q8ROW(Y0, OFF(DI), OFF(BX)) \
+	Q8ROW(Y1, OFF(DI)(R8*1), OFF(BX)(DX*1)) \
+	Q8ROW(Y2, OFF(DI)(R8*2), OFF(BX)(DX*2)) \
+	Q8ROW(Y3, OFF(DI)(R14*1), OFF(BX)(AX*1))
 
-#define QXSR1SUB(J) \
-	QXSWB(J) \
-	Q8ROW(Y0, 32*J(DI), 32*J(BX))
+#define Q8ROWS1(OFF) \
+	Q8ROW(Y0, OFF(DI), OFF(BX))
 
-#define Q8R4(WBLOCK, BSTEP) \
+// The blocks Q8R4 and Q8R1 step over: one weight block and its products,
+// or an IQ4_XS super-block's scales and eight sub-blocks.
+#define Q8B4 \
+	Q8WBLOCK \
+	Q8ROWS4(0)
+
+#define Q8B1 \
+	Q8WBLOCK \
+	Q8ROWS1(0)
+
+#define Q40B4 \
+	Q40WBLOCK \
+	Q8ROWS4(0)
+
+#define Q40B1 \
+	Q40WBLOCK \
+	Q8ROWS1(0)
+
+#define QNLB4 \
+	QNLWBLOCK \
+	Q8ROWS4(0)
+
+#define QNLB1 \
+	QNLWBLOCK \
+	Q8ROWS1(0)
+
+#define QXSB4 \
+	QXSSCALES \
+	QXSWB(0) \
+	Q8ROWS4(32*0) \
+	QXSWB(1) \
+	Q8ROWS4(32*1) \
+	QXSWB(2) \
+	Q8ROWS4(32*2) \
+	QXSWB(3) \
+	Q8ROWS4(32*3) \
+	QXSWB(4) \
+	Q8ROWS4(32*4) \
+	QXSWB(5) \
+	Q8ROWS4(32*5) \
+	QXSWB(6) \
+	Q8ROWS4(32*6) \
+	QXSWB(7) \
+	Q8ROWS4(32*7)
+
+#define QXSB1 \
+	QXSSCALES \
+	QXSWB(0) \
+	Q8ROWS1(32*0) \
+	QXSWB(1) \
+	Q8ROWS1(32*1) \
+	QXSWB(2) \
+	Q8ROWS1(32*2) \
+	QXSWB(3) \
+	Q8ROWS1(32*3) \
+	QXSWB(4) \
+	Q8ROWS1(32*4) \
+	QXSWB(5) \
+	Q8ROWS1(32*5) \
+	QXSWB(6) \
+	Q8ROWS1(32*6) \
+	QXSWB(7) \
+	Q8ROWS1(32*7)
+
+// Q8R4(BLOCK, WSTEP, ASTEP): q8Rows4AVX2's body over blocks BLOCK of WSTEP
+// weight bytes and ASTEP activation bytes (and scale bytes).
+#define Q8R4(BLOCK, WSTEP, ASTEP) \
 	MOVQ nrows+0(FP), R9 \
 	MOVQ w+16(FP), R10 \
 	MOVQ rowBytes+24(FP), R11 \
@@ -175,20 +234,16 @@ q4rrow: \
 	VXORPS Y2, Y2, Y2 \
 	VXORPS Y3, Y3, Y3 \
 q4rblock: \
-	WBLOCK \
-	Q8ROW(Y0, (DI), (BX)) \
-	Q8ROW(Y1, (DI)(R8*1), (BX)(DX*1)) \
-	Q8ROW(Y2, (DI)(R8*2), (BX)(DX*2)) \
-	Q8ROW(Y3, (DI)(R14*1), (BX)(AX*1)) \
-	ADDQ $BSTEP, SI \
-	ADDQ $32, DI \
-	ADDQ $32, BX \
+	BLOCK \
+	ADDQ $WSTEP, SI \
+	ADDQ $ASTEP, DI \
+	ADDQ $ASTEP, BX \
 	DECQ CX \
 	JNZ q4rblock \
-	HSUM8Q(Y0, X0) \
-	HSUM8Q(Y1, X1) \
-	HSUM8Q(Y2, X2) \
-	HSUM8Q(Y3, X3) \
+	HSUM8(Y0, X0, X8) \
+	HSUM8(Y1, X1, X8) \
+	HSUM8(Y2, X2, X8) \
+	HSUM8(Y3, X3, X8) \
 	MOVQ R12, BX \
 	VMOVSS X0, (BX) \
 	ADDQ R13, BX \
@@ -205,7 +260,8 @@ q4rdone: \
 	VZEROUPPER \
 	RET
 
-#define Q8R1(WBLOCK, BSTEP) \
+// Q8R1(BLOCK, WSTEP, ASTEP): Q8R4 for one activation row.
+#define Q8R1(BLOCK, WSTEP, ASTEP) \
 	MOVQ nrows+0(FP), R9 \
 	MOVQ w+16(FP), R10 \
 	MOVQ rowBytes+24(FP), R11 \
@@ -223,14 +279,13 @@ q1rrow: \
 	VXORPS Y0, Y0, Y0 \
 q1rblock: \
 	PREFETCHT0 512(SI) \
-	WBLOCK \
-	Q8ROW(Y0, (DI), (BX)) \
-	ADDQ $BSTEP, SI \
-	ADDQ $32, DI \
-	ADDQ $32, BX \
+	BLOCK \
+	ADDQ $WSTEP, SI \
+	ADDQ $ASTEP, DI \
+	ADDQ $ASTEP, BX \
 	DECQ CX \
 	JNZ q1rblock \
-	HSUM8Q(Y0, X0) \
+	HSUM8(Y0, X0, X8) \
 	VMOVSS X0, (R12) \
 	ADDQ $4, R12 \
 	ADDQ R11, R10 \
@@ -245,142 +300,47 @@ q1rdone: \
 // nrows and four activation rows (q rows qStride bytes apart, s rows
 // sStride bytes apart), each weight block loaded once for the four.
 TEXT ·q8Rows4AVX2(SB), NOSPLIT, $0-80
-	Q8R4(Q8WBLOCK, 34)
+	Q8R4(Q8B4, 34, 32)
 
 // func q8Rows1AVX2(nrows, nblocks int, w *byte, rowBytes int, q *byte, s *float32, out *float32)
 // q8Rows4AVX2 for one activation row (the same instructions for it, so the
 // same bits); out[j] for weight rows j < nrows.
 TEXT ·q8Rows1AVX2(SB), NOSPLIT, $0-56
-	Q8R1(Q8WBLOCK, 34)
+	Q8R1(Q8B1, 34, 32)
 
 // func q40Rows4AVX2(nrows, nblocks int, w *byte, rowBytes int, q *byte, qStride int, s *float32, sStride int, out *float32, outStride int)
 // q8Rows4AVX2 for Q4_0 weights.
 TEXT ·q40Rows4AVX2(SB), NOSPLIT, $0-80
 	Q40CONSTS
-	Q8R4(Q40WBLOCK, 18)
+	Q8R4(Q40B4, 18, 32)
 
 // func q40Rows1AVX2(nrows, nblocks int, w *byte, rowBytes int, q *byte, s *float32, out *float32)
 // q8Rows1AVX2 for Q4_0 weights.
 TEXT ·q40Rows1AVX2(SB), NOSPLIT, $0-56
 	Q40CONSTS
-	Q8R1(Q40WBLOCK, 18)
+	Q8R1(Q40B1, 18, 32)
 
 // func qnlRows4AVX2(nrows, nblocks int, w *byte, rowBytes int, q *byte, qStride int, s *float32, sStride int, out *float32, outStride int)
 // q8Rows4AVX2 for IQ4_NL weights.
 TEXT ·qnlRows4AVX2(SB), NOSPLIT, $0-80
 	QNLCONSTS
-	Q8R4(QNLWBLOCK, 18)
+	Q8R4(QNLB4, 18, 32)
 
 // func qnlRows1AVX2(nrows, nblocks int, w *byte, rowBytes int, q *byte, s *float32, out *float32)
 // q8Rows1AVX2 for IQ4_NL weights.
 TEXT ·qnlRows1AVX2(SB), NOSPLIT, $0-56
 	QNLCONSTS
-	Q8R1(QNLWBLOCK, 18)
+	Q8R1(QNLB1, 18, 32)
 
 // func qxsRows4AVX2(nrows, nblocks int, w *byte, rowBytes int, q *byte, qStride int, s *float32, sStride int, out *float32, outStride int)
 // q8Rows4AVX2 for IQ4_XS weights (nblocks super-blocks of 256): each 32 of
 // a super-block as an IQ4_NL block with its own scale.
 TEXT ·qxsRows4AVX2(SB), NOSPLIT, $32-80
 	QNLCONSTS
-	MOVQ nrows+0(FP), R9
-	MOVQ w+16(FP), R10
-	MOVQ rowBytes+24(FP), R11
-	MOVQ qStride+40(FP), R8
-	MOVQ sStride+56(FP), DX
-	MOVQ out+64(FP), R12
-	MOVQ outStride+72(FP), R13
-	LEAQ (R8)(R8*2), R14
-	MOVL $0x00010001, AX
-	MOVD AX, X15
-	VPBROADCASTD X15, Y15
-	LEAQ (DX)(DX*2), AX
-	TESTQ R9, R9
-	JZ x4rdone
-x4rrow:
-	MOVQ R10, SI
-	MOVQ q+32(FP), DI
-	MOVQ s+48(FP), BX
-	MOVQ nblocks+8(FP), CX
-	VXORPS Y0, Y0, Y0
-	VXORPS Y1, Y1, Y1
-	VXORPS Y2, Y2, Y2
-	VXORPS Y3, Y3, Y3
-x4rblock:
-	QXSSCALES
-	QXSR4SUB(0)
-	QXSR4SUB(1)
-	QXSR4SUB(2)
-	QXSR4SUB(3)
-	QXSR4SUB(4)
-	QXSR4SUB(5)
-	QXSR4SUB(6)
-	QXSR4SUB(7)
-	ADDQ $136, SI
-	ADDQ $256, DI
-	ADDQ $256, BX
-	DECQ CX
-	JNZ x4rblock
-	HSUM8Q(Y0, X0)
-	HSUM8Q(Y1, X1)
-	HSUM8Q(Y2, X2)
-	HSUM8Q(Y3, X3)
-	MOVQ R12, BX
-	VMOVSS X0, (BX)
-	ADDQ R13, BX
-	VMOVSS X1, (BX)
-	ADDQ R13, BX
-	VMOVSS X2, (BX)
-	ADDQ R13, BX
-	VMOVSS X3, (BX)
-	ADDQ $4, R12
-	ADDQ R11, R10
-	DECQ R9
-	JNZ x4rrow
-x4rdone:
-	VZEROUPPER
-	RET
+	Q8R4(QXSB4, 136, 256)
 
 // func qxsRows1AVX2(nrows, nblocks int, w *byte, rowBytes int, q *byte, s *float32, out *float32)
 // q8Rows1AVX2 for IQ4_XS weights.
 TEXT ·qxsRows1AVX2(SB), NOSPLIT, $32-56
 	QNLCONSTS
-	MOVQ nrows+0(FP), R9
-	MOVQ w+16(FP), R10
-	MOVQ rowBytes+24(FP), R11
-	MOVQ out+48(FP), R12
-	MOVL $0x00010001, AX
-	MOVD AX, X15
-	VPBROADCASTD X15, Y15
-	TESTQ R9, R9
-	JZ x1rdone
-x1rrow:
-	MOVQ R10, SI
-	MOVQ q+32(FP), DI
-	MOVQ s+40(FP), BX
-	MOVQ nblocks+8(FP), CX
-	VXORPS Y0, Y0, Y0
-x1rblock:
-	PREFETCHT0 512(SI)
-	QXSSCALES
-	QXSR1SUB(0)
-	QXSR1SUB(1)
-	QXSR1SUB(2)
-	QXSR1SUB(3)
-	QXSR1SUB(4)
-	QXSR1SUB(5)
-	QXSR1SUB(6)
-	QXSR1SUB(7)
-	ADDQ $136, SI
-	ADDQ $256, DI
-	ADDQ $256, BX
-	DECQ CX
-	JNZ x1rblock
-	HSUM8Q(Y0, X0)
-	VMOVSS X0, (R12)
-	ADDQ $4, R12
-	ADDQ R11, R10
-	DECQ R9
-	JNZ x1rrow
-x1rdone:
-	VZEROUPPER
-	RET
+	Q8R1(QXSB1, 136, 256)

@@ -49,15 +49,6 @@ func q8Rows1(dt rt.DType, w []byte, rowBytes int, q []byte, s []float32, out []f
 	panic("no AVX2 Q8_0 kernel")
 }
 
-func quantizeQ8KSigned(x []float32, act []byte, bs []int16) {
-	nsb := len(x) / 256
-	quantizeQ8KGo(x, act)
-	kSums(act, nsb)
-	kSigned(act[:nsb*kActBytes], bs)
-}
+func quantizeQ8KSigned(x []float32, act []byte, bs []int16) { quantizeQ8KSignedGo(x, act, bs) }
 
-func quantizeQ8XSigned(x []float32, q []byte, s []float32) {
-	nb := len(x) / q8Block
-	quantizeQ8XGo(x, q, s)
-	q8Signed(q[:(nb+1)/2*64])
-}
+func quantizeQ8XSigned(x []float32, q []byte, s []float32) { quantizeQ8XSignedGo(x, q, s) }

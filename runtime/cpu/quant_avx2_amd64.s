@@ -5,6 +5,44 @@ GLOBL kqabs<>(SB), RODATA|NOPTR, $4
 DATA kq127<>+0(SB)/4, $0x42fe0000
 GLOBL kq127<>(SB), RODATA|NOPTR, $4
 
+// kqperm: VPERMD's order that undoes VPACKSSDW/VPACKSSWB's lane interleave.
+DATA kqperm<>+0(SB)/8, $0x0000000400000000
+DATA kqperm<>+8(SB)/8, $0x0000000500000001
+DATA kqperm<>+16(SB)/8, $0x0000000600000002
+DATA kqperm<>+24(SB)/8, $0x0000000700000003
+GLOBL kqperm<>(SB), RODATA|NOPTR, $32
+
+// KQCONSTS: Y15 = the abs mask, Y12 = 127s, Y11 = −127s, Y10 = kqperm.
+#define KQCONSTS \
+	VBROADCASTSS kqabs<>(SB), Y15 \
+	MOVL $127, AX \
+	MOVD AX, X12 \
+	VPBROADCASTD X12, Y12 \
+	MOVL $-127, AX \
+	MOVD AX, X11 \
+	VPBROADCASTD X11, Y11 \
+	VMOVDQU kqperm<>(SB), Y10
+
+// KQAMAX: Y0 = the max of Y0's lanes (the block's max|x| by lane) in every
+// lane, made NaN where Y1 (the lanes' NaN masks) has any NaN: VMAXPS keeps
+// a NaN only from its second operand, so the mask is or-ed in after the
+// reduction; uses X2.
+#define KQAMAX \
+	VEXTRACTF128 $1, Y0, X2 \
+	VMAXPS X2, X0, X0 \
+	VPERMILPS $0x4e, X0, X2 \
+	VMAXPS X2, X0, X0 \
+	VPERMILPS $0xb1, X0, X2 \
+	VMAXPS X2, X0, X0 \
+	VEXTRACTF128 $1, Y1, X2 \
+	VORPS X2, X1, X1 \
+	VPERMILPS $0x4e, X1, X2 \
+	VORPS X2, X1, X1 \
+	VPERMILPS $0xb1, X1, X2 \
+	VORPS X2, X1, X1 \
+	VORPS X1, X0, X0 \
+	VBROADCASTSS X0, Y0
+
 // KQSUM16(A, B, OFF): the sum of the 16 int32s of A and B as an int16 at
 // OFF(BX), and added into R8 (the sub-block's sum); clobbers X14, AX.
 #define KQSUM16(A, B, OFF) \
@@ -45,30 +83,7 @@ TEXT ·quantizeQ8KSignedAVX2(SB), NOSPLIT, $0-32
 	MOVQ nsb+8(FP), CX
 	MOVQ act+16(FP), DI
 	MOVQ bs+24(FP), BX
-	VBROADCASTSS kqabs<>(SB), Y15
-	MOVL $127, AX
-	MOVD AX, X12
-	VPBROADCASTD X12, Y12
-	MOVL $-127, AX
-	MOVD AX, X11
-	VPBROADCASTD X11, Y11
-	MOVL $0, AX
-	MOVD AX, X10
-	MOVL $4, AX
-	VPINSRD $1, AX, X10, X10
-	MOVL $1, AX
-	VPINSRD $2, AX, X10, X10
-	MOVL $5, AX
-	VPINSRD $3, AX, X10, X10
-	MOVL $2, AX
-	MOVD AX, X9
-	MOVL $6, AX
-	VPINSRD $1, AX, X9, X9
-	MOVL $3, AX
-	VPINSRD $2, AX, X9, X9
-	MOVL $7, AX
-	VPINSRD $3, AX, X9, X9
-	VINSERTI128 $1, X9, Y10, Y10
+	KQCONSTS
 	TESTQ CX, CX
 	JZ kqdone
 kqsb:
@@ -85,22 +100,7 @@ kqmax:
 	ADDQ $32, DX
 	CMPQ DX, $1024
 	JLT kqmax
-	VEXTRACTF128 $1, Y0, X4
-	VMAXPS X4, X0, X0
-	VPERMILPS $0x4e, X0, X4
-	VMAXPS X4, X0, X0
-	VPERMILPS $0xb1, X0, X4
-	VMAXPS X4, X0, X0
-	// a NaN anywhere: VMAXPS keeps the first operand's NaN only, so or the
-	// NaN mask in again after the reduction
-	VEXTRACTF128 $1, Y1, X2
-	VORPS X2, X1, X1
-	VPERMILPS $0x4e, X1, X2
-	VORPS X2, X1, X1
-	VPERMILPS $0xb1, X1, X2
-	VORPS X2, X1, X1
-	VORPS X1, X0, X0
-	VBROADCASTSS X0, Y0              // amax
+	KQAMAX
 	VBROADCASTSS kq127<>(SB), Y1
 	VDIVPS Y1, Y0, Y2                // d = amax/127
 	VDIVPS Y0, Y1, Y3                // 127/amax
@@ -153,30 +153,7 @@ TEXT ·quantizeQ8XSignedAVX2(SB), NOSPLIT, $0-32
 	MOVQ nb+8(FP), CX
 	MOVQ q+16(FP), DI
 	MOVQ s+24(FP), BX
-	VBROADCASTSS kqabs<>(SB), Y15
-	MOVL $127, AX
-	MOVD AX, X12
-	VPBROADCASTD X12, Y12
-	MOVL $-127, AX
-	MOVD AX, X11
-	VPBROADCASTD X11, Y11
-	MOVL $0, AX
-	MOVD AX, X10
-	MOVL $4, AX
-	VPINSRD $1, AX, X10, X10
-	MOVL $1, AX
-	VPINSRD $2, AX, X10, X10
-	MOVL $5, AX
-	VPINSRD $3, AX, X10, X10
-	MOVL $2, AX
-	MOVD AX, X9
-	MOVL $6, AX
-	VPINSRD $1, AX, X9, X9
-	MOVL $3, AX
-	VPINSRD $2, AX, X9, X9
-	MOVL $7, AX
-	VPINSRD $3, AX, X9, X9
-	VINSERTI128 $1, X9, Y10, Y10
+	KQCONSTS
 	VBROADCASTSS kq127<>(SB), Y9
 	TESTQ CX, CX
 	JZ qxdone
@@ -199,20 +176,7 @@ qxblock:
 	VMAXPS Y2, Y0, Y0
 	VANDPS Y15, Y7, Y2
 	VMAXPS Y2, Y0, Y0
-	VEXTRACTF128 $1, Y0, X2
-	VMAXPS X2, X0, X0
-	VPERMILPS $0x4e, X0, X2
-	VMAXPS X2, X0, X0
-	VPERMILPS $0xb1, X0, X2
-	VMAXPS X2, X0, X0
-	VEXTRACTF128 $1, Y1, X2
-	VORPS X2, X1, X1
-	VPERMILPS $0x4e, X1, X2
-	VORPS X2, X1, X1
-	VPERMILPS $0xb1, X1, X2
-	VORPS X2, X1, X1
-	VORPS X1, X0, X0
-	VBROADCASTSS X0, Y0              // amax
+	KQAMAX
 	VDIVPS Y9, Y0, Y2                // d = amax/127
 	VDIVPS Y0, Y9, Y3                // 127/amax
 	VXORPS Y1, Y1, Y1

@@ -7,3 +7,12 @@
 	VADDPS X14, X, X \
 	VHADDPS X, X, X \
 	VHADDPS X, X, X
+
+// HSUM8(Y, X, T): X[0] = the sum of the 8 floats of Y (X its lower half),
+// with T (an X register) for a temporary: the AVX2 kernels' reduction, in
+// HSUM's order from its second step on.
+#define HSUM8(Y, X, T) \
+	VEXTRACTF128 $1, Y, T \
+	VADDPS T, X, X \
+	VHADDPS X, X, X \
+	VHADDPS X, X, X
