@@ -8,24 +8,11 @@ func halfSupported(dt rt.DType, k int) bool {
 	return (hasAVX512 || hasAVX2) && (dt == rt.BF16 || dt == rt.F16) && k%32 == 0
 }
 
-// halfDecodeTask streams BF16/F16 weight rows [lo, hi) against one
-// activation row.
-type halfDecodeTask struct {
-	f16    bool
-	w      []uint16
-	k      int
-	x, out []float32
-}
-
-var halfDecodeTasks taskPool[halfDecodeTask]
-
-func (t *halfDecodeTask) run(lo, hi int) {
-	halfDecode(t.f16, t.w[lo*t.k:hi*t.k], t.k, t.x, t.out[lo:hi])
-}
-
 // matMulHalf is matMul for BF16/F16 weights: each weight row is widened in
-// registers, never stored as f32. Decode streams the rows once; prefill runs
-// each row against blocks of activation rows that stay in L2.
+// registers, never stored as f32, and runs against blocks of activation
+// rows that stay in L2. A decode step's one row takes the kernel that the
+// rows after a batch's last tile take (four weight rows at a time), so
+// that its bits are those it would have in any batch.
 func matMulHalf(dst, x, w *rt.Tensor) {
 	m, k, n := x.Dim(0), x.Dim(1), w.Dim(0)
 	f16 := w.DType() == rt.F16
@@ -40,13 +27,6 @@ func matMulHalf(dst, x, w *rt.Tensor) {
 			wBlock: max(4, (16<<10)/(2*k)), x: xf, xs: xs, out: d, ds: ds}
 		parallelTask(n, t.wBlock, t)
 		halfAVX2Tasks.put(t)
-		return
-	}
-	if m == 1 {
-		t := halfDecodeTasks.get()
-		*t = halfDecodeTask{f16: f16, w: wh, k: k, x: xf[:k], out: d}
-		parallelTask(n, 64, t)
-		halfDecodeTasks.put(t)
 		return
 	}
 	t := halfMatTasks.get()

@@ -21,12 +21,6 @@ func f16Tail64AVX512(w *uint16, wStride, k int, x *float32, xStride int, out *fl
 //go:noescape
 func f32Tile64AVX512(w *float32, wStride, k int, x *float32, xStride int, out *float32, outStride int)
 
-//go:noescape
-func bf16DecodeAVX512(nrows int, w *uint16, k int, x *float32, out *float32)
-
-//go:noescape
-func f16DecodeAVX512(nrows int, w *uint16, k int, x *float32, out *float32)
-
 // halfRows computes out[r·outStride] = w · x row r (xStride apart) for rows
 // activation rows; w holds one BF16 (or, with f16, F16) row of len(w) ≥ 16
 // elements, a multiple of 16.
@@ -76,21 +70,6 @@ func f32Tile64(w []float32, wStride, k int, x []float32, xStride int, out []floa
 		f32Tile64AVX512(&w[0], 4*wStride, k, &x[0], 4*xStride, &out[0], 4*outStride)
 	} else {
 		f32Tile64AVX2(&w[0], 4*wStride, k, &x[0], 4*xStride, &out[0], 4*outStride)
-	}
-}
-
-// halfDecode computes out[j] = weight row j of w (k elements, a multiple of
-// 32) · x for len(out) contiguous rows.
-func halfDecode(f16 bool, w []uint16, k int, x []float32, out []float32) {
-	if len(out) == 0 {
-		return
-	}
-	_ = w[len(out)*k-1]
-	_ = x[k-1]
-	if f16 {
-		f16DecodeAVX512(len(out), &w[0], k, &x[0], &out[0])
-	} else {
-		bf16DecodeAVX512(len(out), &w[0], k, &x[0], &out[0])
 	}
 }
 

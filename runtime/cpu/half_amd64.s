@@ -83,39 +83,6 @@ done: \
 	VZEROUPPER \
 	RET
 
-// H16DECODE: out[j] = weight row j (k halves, k a multiple of 32, rows
-// contiguous) · the one activation row x, streaming the weights once.
-#define H16DECODE(WIDEN) \
-	MOVQ nrows+0(FP), R9 \
-	MOVQ w+8(FP), SI \
-	MOVQ out+32(FP), R12 \
-	TESTQ R9, R9 \
-	JZ ddone \
-drow: \
-	VPXORD Z0, Z0, Z0 \
-	VPXORD Z1, Z1, Z1 \
-	MOVQ x+24(FP), DI \
-	MOVQ k+16(FP), CX \
-dloop: \
-	PREFETCHT0 512(SI) \
-	WIDEN((SI), Z4) \
-	WIDEN(32(SI), Z5) \
-	VFMADD231PS (DI), Z4, Z0 \
-	VFMADD231PS 64(DI), Z5, Z1 \
-	ADDQ $64, SI \
-	ADDQ $128, DI \
-	SUBQ $32, CX \
-	JNZ dloop \
-	VADDPS Z1, Z0, Z0 \
-	HSUM(Z0, Y0, X0) \
-	VMOVSS X0, (R12) \
-	ADDQ $4, R12 \
-	DECQ R9 \
-	JNZ drow \
-ddone: \
-	VZEROUPPER \
-	RET
-
 // RED4: the four row sums of accumulators A..D (one activation row against
 // four weight rows), stored at OUT, each summed in HSUM's order (halves,
 // quarters, then pairs) so that a row's results do not depend on whether it
@@ -309,14 +276,6 @@ TEXT ·bf16RowsAVX512(SB), NOSPLIT, $0-56
 // func f16RowsAVX512(w *uint16, k int, x *float32, rows, xStride int, out *float32, outStride int)
 TEXT ·f16RowsAVX512(SB), NOSPLIT, $0-56
 	H16ROWS(WIDEN_F16)
-
-// func bf16DecodeAVX512(nrows int, w *uint16, k int, x *float32, out *float32)
-TEXT ·bf16DecodeAVX512(SB), NOSPLIT, $0-40
-	H16DECODE(WIDEN_BF16)
-
-// func f16DecodeAVX512(nrows int, w *uint16, k int, x *float32, out *float32)
-TEXT ·f16DecodeAVX512(SB), NOSPLIT, $0-40
-	H16DECODE(WIDEN_F16)
 
 // func bf16Tile64AVX512(w *uint16, wStride, k int, x *float32, xStride int, out *float32, outStride int)
 TEXT ·bf16Tile64AVX512(SB), NOSPLIT, $0-56

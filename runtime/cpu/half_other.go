@@ -7,10 +7,6 @@ func halfRows(f16 bool, w []uint16, x []float32, rows, xStride int, out []float3
 	panic("cpu: no half-precision kernel")
 }
 
-func halfDecode(f16 bool, w []uint16, k int, x []float32, out []float32) {
-	panic("cpu: no half-precision kernel")
-}
-
 func halfTile64(f16 bool, w []uint16, k int, x []float32, xStride int, out []float32, outStride int) {
 	panic("cpu: no half-precision kernel")
 }

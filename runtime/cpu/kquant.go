@@ -57,27 +57,22 @@ func kDecode(dt rt.DType, blk []byte, q *[256]int8, scale *[16]float32, bias *[8
 func f16At(b []byte, i int) float32 { return rt.F16ToF32(uint16(b[i]) | uint16(b[i+1])<<8) }
 
 // kAct is one quantized activation row in the form the k-quant decode
-// kernels read: the integers signed (q), their lane scales (s), the block
-// sums for the mins of Q4_K (xm, as blockSums) and, per lane, -32·Σ of
-// its four integers for the offset of Q6_K's 6-bit values (a32).
+// kernels read: the row as quantizeRowsK wrote it (act: its sub-block sums
+// and scale), its integers signed (q) and, per lane of 4, -32·Σ of them
+// for the offset of Q6_K's 6-bit values (a32).
 type kAct struct {
-	q     []byte
-	s, xm []float32
-	a32   []int32
+	act, q []byte
+	a32    []int32
 }
 
 // kActOf sets a, for the decode kernels, from a row quantized by
-// quantizeRowsK (nsb super-blocks at act); buf holds its arrays.
+// quantizeRowsK (nsb super-blocks at act); buf (2·256·nsb bytes) holds
+// q and a32.
 func kActOf(a *kAct, act []byte, nsb int, buf []byte) {
 	n := nsb * 256
-	*a = kAct{q: buf[:n], s: asF32(buf[n : 2*n]), xm: asF32(buf[2*n : 3*n]), a32: asI32(buf[3*n : 4*n])}
+	*a = kAct{act: act[:nsb*kActBytes], q: buf[:n], a32: asI32(buf[n : 2*n])}
 	for sb := range nsb {
 		src := act[sb*kActBytes:]
-		d, xsb := asF32(src[320:324])[0], asF32(src[256:288])
-		for i := range 64 {
-			a.s[sb*64+i] = d
-			a.xm[sb*64+i] = xsb[(i/16)*2+(i%16)/8] // lanes 0..7: block 2p, 8..15: 2p+1
-		}
 		for l := range 64 {
 			var sum int32
 			for i := range 4 {
@@ -123,7 +118,7 @@ func matMulK(dst, x, w *rt.Tensor) {
 	d := dst.F32()
 	ds := dst.Strides()[0]
 	if m == 1 && kDecodeOK(dt) {
-		buf := getBytes(4 * k)
+		buf := getBytes(2 * k)
 		t := kDecodeTasks.get()
 		*t = kDecodeTask{dt: dt, w: wb, rb: rb, out: d}
 		kActOf(&t.a, act.b, nsb, buf.b)

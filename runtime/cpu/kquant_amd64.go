@@ -57,17 +57,18 @@ func kRowsI(nsb int, prep0, prep1, act []byte, rows, aStride int, out []float32,
 }
 
 //go:noescape
-func q4kDecodeAVX512(nrows, nblocks int, w *byte, rowBytes int, q *byte, s, xm *float32, out *float32)
+func q4kDecodeAVX512(nrows, nblocks int, w *byte, rowBytes int, q *byte, act *byte, out *float32)
 
 //go:noescape
-func q6kDecodeAVX512(nrows, nblocks int, w *byte, rowBytes int, q *byte, s *float32, a32 *int32, out *float32)
+func q6kDecodeAVX512(nrows, nblocks int, w *byte, rowBytes int, q *byte, a32 *int32, act *byte, out *float32)
 
 // kDecodeOK reports whether kDecodeRows has a kernel for dt.
 func kDecodeOK(dt rt.DType) bool { return hasVNNI && (dt == rt.Q4_K || dt == rt.Q6_K) }
 
 // kDecodeRows computes out[j] = k-quant weight row j of w · the one
 // activation row a, for len(out) rows of rowBytes, reading each weight
-// byte once and preparing nothing (the decode step is bound by memory).
+// byte once and preparing nothing (the decode step is bound by memory),
+// with the bits kRowsI gives the row in a batch.
 func kDecodeRows(dt rt.DType, w []byte, rowBytes int, a *kAct, out []float32) {
 	_, bb := dt.Block()
 	nb := rowBytes / bb
@@ -76,14 +77,13 @@ func kDecodeRows(dt rt.DType, w []byte, rowBytes int, a *kAct, out []float32) {
 	}
 	_ = w[len(out)*rowBytes-1]
 	_ = a.q[nb*256-1]
-	_ = a.s[nb*64-1]
+	_ = a.act[nb*kActBytes-1]
 	if dt == rt.Q4_K {
-		_ = a.xm[nb*64-1]
-		q4kDecodeAVX512(len(out), nb, &w[0], rowBytes, &a.q[0], &a.s[0], &a.xm[0], &out[0])
+		q4kDecodeAVX512(len(out), nb, &w[0], rowBytes, &a.q[0], &a.act[0], &out[0])
 		return
 	}
 	_ = a.a32[nb*64-1]
-	q6kDecodeAVX512(len(out), nb, &w[0], rowBytes, &a.q[0], &a.s[0], &a.a32[0], &out[0])
+	q6kDecodeAVX512(len(out), nb, &w[0], rowBytes, &a.q[0], &a.a32[0], &a.act[0], &out[0])
 }
 
 //go:noescape

@@ -105,35 +105,49 @@ DATA k4perm<>+48(SB)/8, $0x0000000100000001
 DATA k4perm<>+56(SB)/8, $0x0000000100000001
 GLOBL k4perm<>(SB), RODATA|NOPTR, $64
 
-// K4CHUNK(QOFF, AOFF, IDX, BIDX, ACC): Q4_K chunk at QOFF(SI) (32 bytes,
-// low nibbles then high) against the signed activation pair at AOFF, with
-// the lane scales permuted out of Z5 (scales, then biases).
-#define K4CHUNK(QOFF, AOFF, IDX, BIDX, ACC) \
+// The decode kernels below compute, per super-block, the same integer lane
+// sums as kRowsIAVX512 on prepared rows (exact, so their order does not
+// matter) and turn them into floats by the same operations in the same
+// order (KDEPI is KIEPI), so that a decode step's row has the bits it would
+// have in a batch. They read the activations signed (q), so the weights'
+// offset (negc) is not needed.
+
+// KDEPI: the super-block's float epilogue: Z0 += xsb·bias, then
+// Z0 += (d_a·d_w)·float(Z10), with R8 at the activation super-block (xsb
+// at 256, 16 copies of d_a at 320), Z8 the bias vector and Z23 d_w.
+#define KDEPI \
+	VMOVUPS 256(R8), Z27 \
+	VFMADD231PS Z27, Z8, Z0 \
+	VMULPS 320(R8), Z23, Z28 \
+	VCVTDQ2PS Z10, Z29 \
+	VFMADD231PS Z28, Z29, Z0
+
+// KD4PAIR(QOFF, AOFF, IDX): Q4_K pair at QOFF(SI) (32 bytes, low nibbles
+// then high) against the signed activation pair at AOFF(DI), weighted by
+// the lane scales (integers, permuted out of Z5 by IDX) into Z10.
+#define KD4PAIR(QOFF, AOFF, IDX) \
 	VMOVDQU QOFF(SI), Y1 \
 	VPSRLW $4, Y1, Y2 \
 	VINSERTI64X4 $1, Y2, Z1, Z1 \
 	VPANDD Z31, Z1, Z1 \
 	VPXORD Z2, Z2, Z2 \
 	VPDPBUSD AOFF(DI), Z1, Z2 \
-	VCVTDQ2PS Z2, Z2 \
-	VPERMPS Z5, IDX, Z3 \
-	VMULPS AOFF(R8), Z3, Z3 \
-	VFMADD231PS Z3, Z2, ACC \
-	VPERMPS Z5, BIDX, Z4 \
-	VFMADD231PS AOFF(R13), Z4, Z10
+	VPERMD Z5, IDX, Z6 \
+	VPDPWSSD Z6, Z2, Z10
 
-// func q4kDecodeAVX512(nrows, nblocks int, w *byte, rowBytes int, q *byte, s, xm *float32, out *float32)
-// out[j] = Q4_K row j · one activation row (signed bytes q, lane scales s,
-// block sums xm), streaming each weight byte once.
-TEXT ·q4kDecodeAVX512(SB), NOSPLIT, $0-64
+// func q4kDecodeAVX512(nrows, nblocks int, w *byte, rowBytes int, q *byte, act *byte, out *float32)
+// out[j] = Q4_K row j · one activation row (q: its integers signed, 256 a
+// super-block; act: the row as quantizeRowsK wrote it), streaming each
+// weight byte once.
+TEXT ·q4kDecodeAVX512(SB), NOSPLIT, $0-56
 	MOVQ nrows+0(FP), R9
 	MOVQ w+16(FP), R10
 	MOVQ rowBytes+24(FP), R11
-	MOVQ out+56(FP), R12
+	MOVQ out+48(FP), R12
 	MOVL $0x0f0f0f0f, AX
 	VPBROADCASTD AX, Z31
-	MOVL $0xbe000000, AX // -0.125: xm repeats a block's sum over 8 lanes
-	VPBROADCASTD AX, Y13
+	MOVL $0xbf800000, AX // -1.0 (Y15: HSUM clobbers Y14)
+	VPBROADCASTD AX, Y15
 	VMOVDQU64 k4shu<>(SB), X16
 	VMOVDQU64 k4shv<>(SB), X17
 	VMOVDQU64 k4m1<>(SB), X18
@@ -144,31 +158,23 @@ TEXT ·q4kDecodeAVX512(SB), NOSPLIT, $0-64
 	VPBROADCASTD AX, Z30
 	VMOVDQU32 k4perm<>(SB), Z21
 	VPADDD Z30, Z21, Z22
-	VPADDD Z30, Z22, Z23
-	VPADDD Z30, Z23, Z24
-	MOVL $8, AX
-	VPBROADCASTD AX, Z30
-	VPADDD Z30, Z21, Z25
-	VPADDD Z30, Z22, Z26
-	VPADDD Z30, Z23, Z27
-	VPADDD Z30, Z24, Z28
+	VPADDD Z30, Z22, Z24
+	VPADDD Z30, Z24, Z25
+	VXORPS X13, X13, X13
 	TESTQ R9, R9
 	JZ q4done
 q4row:
 	MOVQ R10, SI
 	MOVQ q+32(FP), DI
-	MOVQ s+40(FP), R8
-	MOVQ xm+48(FP), R13
+	MOVQ act+40(FP), R8
 	MOVQ nblocks+8(FP), CX
 	VPXORD Z0, Z0, Z0
-	VPXORD Z10, Z10, Z10
-	VPXORD Z11, Z11, Z11
 q4block:
 	PREFETCHT0 512(SI)
 	PREFETCHT0 576(SI)
-	VMOVDQU 4(SI), X8
-	VPSHUFB X16, X8, X1
-	VPSHUFB X17, X8, X2
+	VMOVDQU 4(SI), X3
+	VPSHUFB X16, X3, X1
+	VPSHUFB X17, X3, X2
 	VPANDD X18, X1, X3
 	VPSRLW $4, X1, X1
 	VPANDD X19, X1, X1
@@ -176,27 +182,29 @@ q4block:
 	VPSRLW $2, X2, X2
 	VPANDD X20, X2, X2
 	VPORD X2, X3, X3
-	VPMOVZXBD X3, Z5
-	VCVTDQ2PS Z5, Z5
+	VPMOVZXBD X3, Z5         // scales 0..7, mins 0..7
 	VPBROADCASTW (SI), X6
-	VCVTPH2PS X6, Y6
+	VCVTPH2PS X6, X6         // d
 	VPBROADCASTW 2(SI), X7
-	VCVTPH2PS X7, Y7
-	VMULPS Y13, Y7, Y7
-	VINSERTF64X4 $1, Y7, Z6, Z6
-	VMULPS Z6, Z5, Z5
-	K4CHUNK(16, 0, Z21, Z25, Z0)
-	K4CHUNK(48, 64, Z22, Z26, Z11)
-	K4CHUNK(80, 128, Z23, Z27, Z0)
-	K4CHUNK(112, 192, Z24, Z28, Z11)
+	VCVTPH2PS X7, Y7         // dmin
+	VMULPS Y15, Y7, Y7
+	VEXTRACTI64X4 $1, Z5, Y8
+	VCVTDQ2PS Y8, Y8
+	VMULPS Y7, Y8, Y8        // -dmin·min
+	VMOVSS X6, X13, X9       // d, 0, 0, 0
+	VINSERTF64X4 $1, Y9, Z8, Z8
+	VBROADCASTSS X6, Z23
+	VPXORD Z10, Z10, Z10
+	KD4PAIR(16, 0, Z21)
+	KD4PAIR(48, 64, Z22)
+	KD4PAIR(80, 128, Z24)
+	KD4PAIR(112, 192, Z25)
+	KDEPI
 	ADDQ $144, SI
 	ADDQ $256, DI
-	ADDQ $256, R8
-	ADDQ $256, R13
+	ADDQ $384, R8
 	DECQ CX
 	JNZ q4block
-	VADDPS Z11, Z0, Z0
-	VADDPS Z10, Z0, Z0
 	HSUM(Z0, Y0, X0)
 	VMOVSS X0, (R12)
 	ADDQ $4, R12
@@ -207,10 +215,20 @@ q4done:
 	VZEROUPPER
 	RET
 
+// KD6PAIR(P, W, IDX): the pair of Q6_K's unsigned 6-bit values in W
+// against the signed activation pair at P(DI), starting from a32's -32·Σ
+// of each lane's activations (so the values' -32 offset comes in exactly),
+// weighted by the lane scales (Z5 by IDX, as int16s) into Z10.
+#define KD6PAIR(P, W, IDX) \
+	VMOVDQU32 P(R13), Z7 \
+	VPDPBUSD P(DI), W, Z7 \
+	VPERMD Z5, IDX, Z6 \
+	VPANDD Z12, Z6, Z6 \
+	VPDPWSSD Z6, Z7, Z10
+
 // K6HALF(QL, QH, PA, PB, IA, IB): one 128-element half of a Q6_K block
 // (64 bytes of low 4 bits at QL, 32 of high 2 bits at QH) as two pairs
-// of unsigned 6-bit values; the -32 offset comes in through R13's
-// -32·Σ(activation lane).
+// of unsigned 6-bit values (Z1, Z2), as kPrepIQ6KAVX512 decodes them.
 #define K6HALF(QL, QH, PA, PB, IA, IB) \
 	VMOVDQU64 QL(SI), Z1 \
 	VPSRLW $4, Z1, Z2 \
@@ -224,22 +242,12 @@ q4done:
 	VPSLLW $4, Z3, Z3 \
 	VPANDD Z30, Z3, Z3 \
 	VPORD Z3, Z1, Z1 \
-	VMOVDQU32 PA(R13), Z7 \
-	VPDPBUSD PA(DI), Z1, Z7 \
-	VCVTDQ2PS Z7, Z7 \
-	VPERMPS Z5, IA, Z8 \
-	VMULPS PA(R8), Z8, Z8 \
-	VFMADD231PS Z8, Z7, Z0 \
-	VMOVDQU32 PB(R13), Z9 \
-	VPDPBUSD PB(DI), Z2, Z9 \
-	VCVTDQ2PS Z9, Z9 \
-	VPERMPS Z5, IB, Z12 \
-	VMULPS PB(R8), Z12, Z12 \
-	VFMADD231PS Z12, Z9, Z11
+	KD6PAIR(PA, Z1, IA) \
+	KD6PAIR(PB, Z2, IB)
 
-// func q6kDecodeAVX512(nrows, nblocks int, w *byte, rowBytes int, q *byte, s *float32, a32 *int32, out *float32)
-// out[j] = Q6_K row j · one activation row (signed bytes q, lane scales s,
-// a32 = -32·Σ of each lane's 4 activations).
+// func q6kDecodeAVX512(nrows, nblocks int, w *byte, rowBytes int, q *byte, a32 *int32, act *byte, out *float32)
+// out[j] = Q6_K row j · one activation row (q: its integers signed; a32:
+// -32·Σ of each lane's 4 of them; act: the row as quantizeRowsK wrote it).
 TEXT ·q6kDecodeAVX512(SB), NOSPLIT, $0-64
 	MOVQ nrows+0(FP), R9
 	MOVQ w+16(FP), R10
@@ -249,40 +257,45 @@ TEXT ·q6kDecodeAVX512(SB), NOSPLIT, $0-64
 	VPBROADCASTD AX, Z31
 	MOVL $0x30303030, AX
 	VPBROADCASTD AX, Z30
+	MOVL $0x0000ffff, AX
+	VPBROADCASTD AX, Z12
 	MOVL $4, AX
 	VPBROADCASTD AX, Z29
 	VMOVDQU32 q6idx<>(SB), Z21
 	VPADDD Z29, Z21, Z22
-	VPADDD Z29, Z22, Z23
-	VPADDD Z29, Z23, Z24
+	VPADDD Z29, Z22, Z24
+	VPADDD Z29, Z24, Z25
+	VXORPS X13, X13, X13
 	TESTQ R9, R9
 	JZ q6done
 q6row:
 	MOVQ R10, SI
 	MOVQ q+32(FP), DI
-	MOVQ s+40(FP), R8
-	MOVQ a32+48(FP), R13
+	MOVQ a32+40(FP), R13
+	MOVQ act+48(FP), R8
 	MOVQ nblocks+8(FP), CX
 	VPXORD Z0, Z0, Z0
-	VPXORD Z11, Z11, Z11
 q6block:
 	PREFETCHT0 512(SI)
 	PREFETCHT0 576(SI)
 	PREFETCHT0 640(SI)
-	VPMOVSXBD 192(SI), Z5
-	VCVTDQ2PS Z5, Z5
-	VPBROADCASTW 208(SI), Y6
-	VCVTPH2PS Y6, Z6
-	VMULPS Z6, Z5, Z5
+	VPMOVSXBD 192(SI), Z5    // the 16 scales, signed
+	VPBROADCASTW 208(SI), X6
+	VCVTPH2PS X6, X6         // d
+	VMOVSS X6, X13, X7       // d, 0, 0, 0
+	VPXORD Z8, Z8, Z8
+	VINSERTF64X4 $1, Y7, Z8, Z8
+	VBROADCASTSS X6, Z23
+	VPXORD Z10, Z10, Z10
 	K6HALF(0, 128, 0, 64, Z21, Z22)
-	K6HALF(64, 160, 128, 192, Z23, Z24)
+	K6HALF(64, 160, 128, 192, Z24, Z25)
+	KDEPI
 	ADDQ $210, SI
 	ADDQ $256, DI
-	ADDQ $256, R8
 	ADDQ $256, R13
+	ADDQ $384, R8
 	DECQ CX
 	JNZ q6block
-	VADDPS Z11, Z0, Z0
 	HSUM(Z0, Y0, X0)
 	VMOVSS X0, (R12)
 	ADDQ $4, R12

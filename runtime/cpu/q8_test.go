@@ -233,7 +233,9 @@ func TestKQuantKernelsAgree(t *testing.T) {
 }
 
 // TestKQuantDecodeAgrees holds the streaming k-quant decode kernels to the
-// prepared super-block path they stand in for on one activation row.
+// prepared super-block path they stand in for on one activation row, bit
+// for bit (a decode step's row must not differ from the same row in a
+// batch), and that path to its Go form.
 func TestKQuantDecodeAgrees(t *testing.T) {
 	rng := rand.New(rand.NewPCG(11, 12))
 	for _, dt := range []rt.DType{rt.Q4_K, rt.Q5_K, rt.Q6_K} {
@@ -256,16 +258,21 @@ func TestKQuantDecodeAgrees(t *testing.T) {
 			quantizeQ8KGo(x, act)
 			kSums(act, nsb)
 			var a kAct
-			kActOf(&a, act, nsb, make([]byte, 4*k))
+			kActOf(&a, act, nsb, make([]byte, 2*k))
 			got := make([]float32, rows)
 			kDecodeRows(dt, w, rb, &a, got)
 			p := make([]byte, nsb*kSBBytes)
-			want := make([]float32, 2)
+			want, wantGo := make([]float32, 2), make([]float32, 2)
 			for r := range rows {
-				kPrepIGo(dt, w[r*rb:(r+1)*rb], p)
-				kRowsIGo(nsb, p, p, act, 1, nsb*kActBytes, want, 2)
-				if !near(got[r], want[0], 1e-4) {
+				kPrepI(dt, w[r*rb:(r+1)*rb], p)
+				kRowsI(nsb, p, p, act, 1, nsb*kActBytes, want, 2)
+				if math.Float32bits(got[r]) != math.Float32bits(want[0]) {
 					t.Errorf("%v k=%d row %d: decode %v, prepared path %v", dt, k, r, got[r], want[0])
+				}
+				kPrepIGo(dt, w[r*rb:(r+1)*rb], p)
+				kRowsIGo(nsb, p, p, act, 1, nsb*kActBytes, wantGo, 2)
+				if !near(got[r], wantGo[0], 1e-4) {
+					t.Errorf("%v k=%d row %d: decode %v, prepared path in Go %v", dt, k, r, got[r], wantGo[0])
 				}
 			}
 		}
