@@ -105,6 +105,34 @@ DATA k4perm<>+48(SB)/8, $0x0000000100000001
 DATA k4perm<>+56(SB)/8, $0x0000000100000001
 GLOBL k4perm<>(SB), RODATA|NOPTR, $64
 
+// K4SCALES(M30, NEG1): a Q4_K block's (at SI) scales and mins as int32s
+// in Z5 (lanes 0..7, 8..15), d in X6 and the bias vector in Z8: -dmin·min
+// of sub-blocks 0..7 in lanes 0..7, d in lane 8, then 0; with the byte
+// shuffles in X16..X19, M30 the 0x30 bytes, NEG1 -1.0s and X13 zero.
+// kPrepIQ4KAVX512 stores the bias; q4kDecodeAVX512 uses it in registers.
+#define K4SCALES(M30, NEG1) \
+	VMOVDQU 4(SI), X3 \
+	VPSHUFB X16, X3, X1 \
+	VPSHUFB X17, X3, X2 \
+	VPANDD X18, X1, X3 \
+	VPSRLW $4, X1, X1 \
+	VPANDD X19, X1, X1 \
+	VPORD X1, X3, X3 \
+	VPSRLW $2, X2, X2 \
+	VPANDD M30, X2, X2 \
+	VPORD X2, X3, X3 \
+	VPMOVZXBD X3, Z5 \
+	VPBROADCASTW (SI), X6 \
+	VCVTPH2PS X6, X6 \
+	VPBROADCASTW 2(SI), X7 \
+	VCVTPH2PS X7, Y7 \
+	VMULPS NEG1, Y7, Y7 \
+	VEXTRACTI64X4 $1, Z5, Y8 \
+	VCVTDQ2PS Y8, Y8 \
+	VMULPS Y7, Y8, Y8 \
+	VMOVSS X6, X13, X9 \
+	VINSERTF64X4 $1, Y9, Z8, Z8
+
 // The decode kernels below compute, per super-block, the same integer lane
 // sums as kRowsIAVX512 on prepared rows (exact, so their order does not
 // matter) and turn them into floats by the same operations in the same
@@ -172,27 +200,7 @@ q4row:
 q4block:
 	PREFETCHT0 512(SI)
 	PREFETCHT0 576(SI)
-	VMOVDQU 4(SI), X3
-	VPSHUFB X16, X3, X1
-	VPSHUFB X17, X3, X2
-	VPANDD X18, X1, X3
-	VPSRLW $4, X1, X1
-	VPANDD X19, X1, X1
-	VPORD X1, X3, X3
-	VPSRLW $2, X2, X2
-	VPANDD X20, X2, X2
-	VPORD X2, X3, X3
-	VPMOVZXBD X3, Z5         // scales 0..7, mins 0..7
-	VPBROADCASTW (SI), X6
-	VCVTPH2PS X6, X6         // d
-	VPBROADCASTW 2(SI), X7
-	VCVTPH2PS X7, Y7         // dmin
-	VMULPS Y15, Y7, Y7
-	VEXTRACTI64X4 $1, Z5, Y8
-	VCVTDQ2PS Y8, Y8
-	VMULPS Y7, Y8, Y8        // -dmin·min
-	VMOVSS X6, X13, X9       // d, 0, 0, 0
-	VINSERTF64X4 $1, Y9, Z8, Z8
+	K4SCALES(X20, Y15)
 	VBROADCASTSS X6, Z23
 	VPXORD Z10, Z10, Z10
 	KD4PAIR(16, 0, Z21)
@@ -520,27 +528,7 @@ TEXT ·kPrepIQ4KAVX512(SB), NOSPLIT, $0-24
 	VPADDD Z25, Z23, Z26
 	VXORPS X13, X13, X13
 ki4block:
-	VMOVDQU 4(SI), X0
-	VPSHUFB X16, X0, X1
-	VPSHUFB X17, X0, X2
-	VPANDD X18, X1, X3
-	VPSRLW $4, X1, X1
-	VPANDD X19, X1, X1
-	VPORD X1, X3, X3
-	VPSRLW $2, X2, X2
-	VPANDD X24, X2, X2
-	VPORD X2, X3, X3
-	VPMOVZXBD X3, Z5         // scales 0..7, mins 0..7
-	VPBROADCASTW (SI), X6
-	VCVTPH2PS X6, X6         // d
-	VPBROADCASTW 2(SI), X7
-	VCVTPH2PS X7, Y7         // dmin
-	VMULPS Y14, Y7, Y7
-	VEXTRACTI64X4 $1, Z5, Y8
-	VCVTDQ2PS Y8, Y8
-	VMULPS Y7, Y8, Y8        // -dmin·min
-	VMOVSS X6, X13, X9       // d, 0, 0, 0
-	VINSERTF64X4 $1, Y9, Z8, Z8
+	K4SCALES(X24, Y14)
 	VMOVUPS Z8, 576(DI)
 	VPXORD Z20, Z20, Z20
 	KI4CHUNK(16, 0, 256, Z21)
